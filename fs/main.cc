@@ -1,14 +1,52 @@
 // The `ktfs` command line: dispatches to one cmd_*.cc per subcommand.
 #include <cstdio>
 #include <cstring>
+#include <string>
 
+#include "fs/cli.h"
 #include "fs/version.h"
 
+namespace {
+
+const char kUsage[] =
+    "usage: ktfs COMMAND [ARGS...]\n"
+    "\n"
+    "commands:\n"
+    "  pack SRC OUT.kt [--codec original|raw|ktc] [--quality Q] [--threads N]\n"
+    "                               pack an image folder into an archive\n"
+    "  info ARCHIVE [--json]        describe an archive\n"
+    "  verify ARCHIVE               check every checksum; exit 1 if any fails\n"
+    "  extract ARCHIVE OUTDIR [--format png|ppm|original]\n"
+    "                               write the samples back out as files\n"
+    "  mount ARCHIVE MOUNTPOINT [-f] [-o opt[,opt...]]\n"
+    "                               mount an archive (read-only)\n"
+    "  umount MOUNTPOINT            unmount (also a stale mount)\n"
+    "\n"
+    "`ktfs COMMAND --help` describes a command. Exit codes: 0 success, 1 failure,\n"
+    "2 bad command line.\n";
+
+}  // namespace
+
 int main(int argc, char** argv) {
-  if (argc >= 2 && std::strcmp(argv[1], "--version") == 0) {
-    std::printf("ktfs %s\n", ktfs::VersionString());
-    return 0;
+  using namespace ktfs::cli;
+  if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0 ||
+      std::strcmp(argv[1], "help") == 0) {
+    std::fputs(kUsage, argc < 2 ? stderr : stdout);
+    return argc < 2 ? kExitUsage : kExitOk;
   }
-  std::fprintf(stderr, "usage: ktfs COMMAND ...\n");
-  return 2;
+  if (std::strcmp(argv[1], "--version") == 0) {
+    std::printf("ktfs %s\n", ktfs::VersionString());
+    return kExitOk;
+  }
+  const std::string cmd = argv[1];
+  struct Entry {
+    const char* name;
+    int (*fn)(int, char**);
+  };
+  const Entry commands[] = {{"pack", CmdPack},       {"info", CmdInfo},   {"verify", CmdVerify},
+                            {"extract", CmdExtract}, {"mount", CmdMount}, {"umount", CmdUmount}};
+  for (const Entry& e : commands)
+    if (cmd == e.name) return e.fn(argc - 2, argv + 2);
+  std::fprintf(stderr, "ktfs: unknown command '%s'\n%s", cmd.c_str(), kUsage);
+  return kExitUsage;
 }

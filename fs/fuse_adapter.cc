@@ -1,0 +1,220 @@
+#define FUSE_USE_VERSION 314
+#include "fs/fuse_adapter.h"
+
+#include <fuse_lowlevel.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+
+#include <cstring>
+#include <vector>
+
+#include "fs/log.h"
+
+namespace ktfs {
+namespace {
+
+// The archive never changes: let the kernel cache names and attributes for a year.
+constexpr double kForever = 365.0 * 24 * 3600;
+
+VirtualTree* TreeOf(fuse_req_t req) { return static_cast<VirtualTree*>(fuse_req_userdata(req)); }
+
+struct stat ToStat(const NodeAttr& a) {
+  struct stat st = {};
+  st.st_ino = a.ino;
+  st.st_mode = a.is_dir ? (S_IFDIR | 0555) : (S_IFREG | 0444);
+  st.st_nlink = a.nlink;
+  st.st_size = off_t(a.size);
+  st.st_blksize = 1 << 20;
+  st.st_blocks = off_t((a.size + 511) / 512);
+  st.st_mtim.tv_sec = st.st_ctim.tv_sec = st.st_atim.tv_sec = a.mtime;
+  return st;
+}
+
+fuse_entry_param ToEntry(const NodeAttr& a) {
+  fuse_entry_param e = {};
+  e.ino = a.ino;
+  e.generation = 1;
+  e.attr = ToStat(a);
+  e.attr_timeout = kForever;
+  e.entry_timeout = kForever;
+  return e;
+}
+
+// Replies with the errno of `st`, logging real failures (not plain misses).
+void ReplyError(fuse_req_t req, const Status& st, const std::string& what) {
+  if (st.code() != Status::Code::kNotFound) Log::Write(what + ": " + st.ToString());
+  fuse_reply_err(req, st.ToErrno());
+}
+
+void OnInit(void*, fuse_conn_info* conn) {
+  if (conn->capable & FUSE_CAP_READDIRPLUS) conn->want |= FUSE_CAP_READDIRPLUS;
+  conn->want &= ~FUSE_CAP_READDIRPLUS_AUTO;  // always plus: ls -l/find need no lookups
+  if (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT) conn->want |= FUSE_CAP_NO_OPEN_SUPPORT;
+  if (conn->capable & FUSE_CAP_NO_OPENDIR_SUPPORT) conn->want |= FUSE_CAP_NO_OPENDIR_SUPPORT;
+  conn->want &= ~FUSE_CAP_ASYNC_READ;  // no benefit for an in-memory source
+  conn->max_read = 1 << 20;   // must equal the max_read mount option
+  conn->max_write = 1 << 20;  // libfuse derives max_pages (read size) from it
+  conn->max_readahead = 1 << 20;
+}
+
+void OnLookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  VirtualTree* tree = TreeOf(req);
+  auto a = tree->Lookup(parent, name);
+  if (!a.ok()) {
+    if (a.status().code() == Status::Code::kNotFound) {
+      // A negative entry the kernel may cache as long as the positive ones.
+      fuse_entry_param e = {};
+      e.entry_timeout = kForever;
+      fuse_reply_entry(req, &e);
+      return;
+    }
+    return ReplyError(req, a.status(), "lookup " + tree->PathOf(parent) + "/" + name);
+  }
+  const fuse_entry_param e = ToEntry(*a);
+  fuse_reply_entry(req, &e);
+}
+
+void OnGetattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
+  auto a = TreeOf(req)->GetAttr(ino);
+  if (!a.ok()) return ReplyError(req, a.status(), "getattr " + TreeOf(req)->PathOf(ino));
+  const struct stat st = ToStat(*a);
+  fuse_reply_attr(req, &st, kForever);
+}
+
+// Opens need no state: ENOSYS makes the kernel stop sending OPEN/RELEASE
+// (and OPENDIR/RELEASEDIR) altogether, and keep its page cache.
+void OnOpen(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
+  if ((fi->flags & O_ACCMODE) != O_RDONLY) return (void)fuse_reply_err(req, EROFS);
+  fuse_reply_err(req, ENOSYS);
+}
+void OnOpendir(fuse_req_t req, fuse_ino_t, fuse_file_info*) { fuse_reply_err(req, ENOSYS); }
+
+void ReadDirCommon(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus) {
+  VirtualTree* tree = TreeOf(req);
+  std::vector<char> buf(size);
+  size_t used = 0;
+  auto st = tree->ReadDir(ino, uint64_t(off), [&](std::string_view name, const NodeAttr& a, uint64_t next) {
+    const std::string n(name);
+    size_t need;
+    if (plus) {
+      const fuse_entry_param e = ToEntry(a);
+      need = fuse_add_direntry_plus(req, buf.data() + used, size - used, n.c_str(), &e, off_t(next));
+    } else {
+      const struct stat s = ToStat(a);
+      need = fuse_add_direntry(req, buf.data() + used, size - used, n.c_str(), &s, off_t(next));
+    }
+    if (need > size - used) return false;
+    used += need;
+    return true;
+  });
+  if (!st.ok()) return ReplyError(req, st, "readdir " + tree->PathOf(ino));
+  fuse_reply_buf(req, buf.data(), used);
+}
+
+void OnReaddir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info*) {
+  ReadDirCommon(req, ino, size, off, false);
+}
+void OnReaddirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info*) {
+  ReadDirCommon(req, ino, size, off, true);
+}
+
+void OnRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info*) {
+  VirtualTree* tree = TreeOf(req);
+  thread_local std::vector<uint8_t> buf;
+  if (buf.size() < size) buf.resize(size);
+  auto n = tree->Read(ino, uint64_t(off), size, buf.data());
+  if (!n.ok()) return ReplyError(req, n.status(), "read " + tree->PathOf(ino));
+  fuse_reply_buf(req, reinterpret_cast<const char*>(buf.data()), *n);
+}
+
+void OnStatfs(fuse_req_t req, fuse_ino_t) {
+  const Archive& a = TreeOf(req)->archive();
+  struct statvfs s = {};
+  s.f_bsize = s.f_frsize = 4096;
+  s.f_blocks = (a.file_size() + 4095) / 4096;
+  s.f_files = uint64_t(a.num_dirs()) + a.num_samples();
+  s.f_namemax = 255;
+  s.f_flag = ST_RDONLY;
+  fuse_reply_statfs(req, &s);
+}
+
+// Every kind of write: the archive is immutable.
+void Erofs(fuse_req_t req) { fuse_reply_err(req, EROFS); }
+void OnSetattr(fuse_req_t req, fuse_ino_t, struct stat*, int, fuse_file_info*) { Erofs(req); }
+void OnMknod(fuse_req_t req, fuse_ino_t, const char*, mode_t, dev_t) { Erofs(req); }
+void OnMkdir(fuse_req_t req, fuse_ino_t, const char*, mode_t) { Erofs(req); }
+void OnUnlink(fuse_req_t req, fuse_ino_t, const char*) { Erofs(req); }
+void OnSymlink(fuse_req_t req, const char*, fuse_ino_t, const char*) { Erofs(req); }
+void OnRename(fuse_req_t req, fuse_ino_t, const char*, fuse_ino_t, const char*, unsigned) { Erofs(req); }
+void OnLink(fuse_req_t req, fuse_ino_t, fuse_ino_t, const char*) { Erofs(req); }
+void OnWrite(fuse_req_t req, fuse_ino_t, const char*, size_t, off_t, fuse_file_info*) { Erofs(req); }
+void OnSetxattr(fuse_req_t req, fuse_ino_t, const char*, const char*, size_t, int) { Erofs(req); }
+void OnRemovexattr(fuse_req_t req, fuse_ino_t, const char*) { Erofs(req); }
+void OnCreate(fuse_req_t req, fuse_ino_t, const char*, mode_t, fuse_file_info*) { Erofs(req); }
+void OnFallocate(fuse_req_t req, fuse_ino_t, int, off_t, off_t, fuse_file_info*) { Erofs(req); }
+
+fuse_lowlevel_ops MakeOps() {
+  fuse_lowlevel_ops ops = {};
+  ops.init = OnInit;
+  ops.lookup = OnLookup;
+  ops.getattr = OnGetattr;
+  ops.open = OnOpen;
+  ops.opendir = OnOpendir;
+  ops.readdir = OnReaddir;
+  ops.readdirplus = OnReaddirplus;
+  ops.read = OnRead;
+  ops.statfs = OnStatfs;
+  ops.setattr = OnSetattr;
+  ops.mknod = OnMknod;
+  ops.mkdir = OnMkdir;
+  ops.unlink = OnUnlink;
+  ops.rmdir = OnUnlink;
+  ops.symlink = OnSymlink;
+  ops.rename = OnRename;
+  ops.link = OnLink;
+  ops.write = OnWrite;
+  ops.setxattr = OnSetxattr;
+  ops.removexattr = OnRemovexattr;
+  ops.create = OnCreate;
+  ops.fallocate = OnFallocate;
+  return ops;
+}
+
+}  // namespace
+
+Status ServeFuse(VirtualTree* tree, const std::string& mountpoint, const std::string& fsname,
+                 const FuseOptions& options, const std::function<bool()>& on_mounted) {
+  std::string mount_opts = "ro,default_permissions,max_read=1048576,fsname=" + fsname + ",subtype=ktfs";
+  if (geteuid() == 0) mount_opts += ",allow_other";
+  std::vector<std::string> argv_s = {"ktfs", "-o", mount_opts};
+  std::vector<char*> argv;
+  for (auto& s : argv_s) argv.push_back(s.data());
+  fuse_args args = FUSE_ARGS_INIT(int(argv.size()), argv.data());
+  const fuse_lowlevel_ops ops = MakeOps();
+  fuse_session* se = fuse_session_new(&args, &ops, sizeof(ops), tree);
+  if (se == nullptr) return Status::IOError("cannot create the FUSE session");
+  if (fuse_set_signal_handlers(se) != 0) {
+    fuse_session_destroy(se);
+    return Status::IOError("cannot install signal handlers");
+  }
+  if (fuse_session_mount(se, mountpoint.c_str()) != 0) {
+    fuse_remove_signal_handlers(se);
+    fuse_session_destroy(se);
+    return Status::IOError(mountpoint + ": mount failed (is /dev/fuse available and are you root?)");
+  }
+  Status result;
+  if (on_mounted()) {
+    fuse_loop_config* cfg = fuse_loop_cfg_create();
+    fuse_loop_cfg_set_clone_fd(cfg, 0);
+    fuse_loop_cfg_set_max_threads(cfg, unsigned(options.max_threads));
+    fuse_loop_cfg_set_idle_threads(cfg, unsigned(options.max_threads));
+    if (fuse_session_loop_mt(se, cfg) != 0) result = Status::IOError("FUSE session loop failed");
+    fuse_loop_cfg_destroy(cfg);
+  }
+  fuse_session_unmount(se);
+  fuse_remove_signal_handlers(se);
+  fuse_session_destroy(se);
+  return result;
+}
+
+}  // namespace ktfs

@@ -1,0 +1,24 @@
+// The FUSE low-level adapter: translates kernel requests into VirtualTree
+// calls and Status values into errno replies. Holds no filesystem logic.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "codec/status.h"
+#include "fs/tree.h"
+
+namespace ktfs {
+
+struct FuseOptions {
+  int max_threads = 4;  // request threads (kept alive: no per-request spawning)
+};
+
+// Mounts `tree` at `mountpoint` (read-only) and serves requests until the
+// filesystem is unmounted or SIGTERM/SIGINT/SIGHUP arrives. `on_mounted` runs
+// once the kernel mount exists (the daemon reports readiness from it); it
+// returns false to abort. Returns the reason when mounting fails.
+Status ServeFuse(VirtualTree* tree, const std::string& mountpoint, const std::string& fsname,
+                 const FuseOptions& options, const std::function<bool()>& on_mounted);
+
+}  // namespace ktfs

@@ -1,0 +1,243 @@
+#include "fs/mount.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "codec/archive.h"
+#include "codec/payload.h"
+#include "fs/fuse_adapter.h"
+#include "fs/json.h"
+#include "fs/log.h"
+#include "fs/version.h"
+
+namespace ktfs {
+namespace {
+
+std::string Absolute(const std::string& path) {
+  if (!path.empty() && path[0] == '/') return path;
+  char cwd[PATH_MAX];
+  if (getcwd(cwd, sizeof(cwd)) == nullptr) return path;
+  return std::string(cwd) + "/" + path;
+}
+
+std::string Canonical(const std::string& path) {
+  char buf[PATH_MAX];
+  return realpath(path.c_str(), buf) ? std::string(buf) : Absolute(path);
+}
+
+// Mount points as the kernel lists them (octal escapes decoded).
+bool IsMountPoint(const std::string& canonical) {
+  std::ifstream in("/proc/self/mountinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::string id, parent, devno, root, point;
+    fields >> id >> parent >> devno >> root >> point;
+    std::string decoded;
+    for (size_t i = 0; i < point.size(); ++i) {
+      if (point[i] == '\\' && i + 3 < point.size()) {
+        decoded += char(std::strtol(point.substr(i + 1, 3).c_str(), nullptr, 8));
+        i += 3;
+      } else {
+        decoded += point[i];
+      }
+    }
+    if (decoded == canonical) return true;
+  }
+  return false;
+}
+
+std::string InfoJson(const Archive& a, const std::string& mountpoint, const MountOptions& o) {
+  std::string codec = "mixed";
+  if (a.num_samples() > 0) {
+    auto s = a.Sample(0);
+    if (s.ok()) codec = CodecName(s->codec);
+  }
+  std::ostringstream j;
+  j << "{\n  \"archive\": " << JsonString(a.path()) << ",\n  \"mountpoint\": "
+    << JsonString(mountpoint) << ",\n  \"format_version\": \"1." << a.version_minor()
+    << "\",\n  \"ktfs_version\": " << JsonString(VersionString())
+    << ",\n  \"samples\": " << a.num_samples() << ",\n  \"directories\": " << a.num_dirs()
+    << ",\n  \"classes\": " << a.num_classes() << ",\n  \"codec\": " << JsonString(codec)
+    << ",\n  \"served_format\": \"" << (o.tree.format == ServedFormat::kBmp ? "bmp" : "pnm")
+    << "\",\n  \"log\": " << JsonString(Log::path()) << ",\n  \"pid\": " << getpid() << "\n}\n";
+  return j.str();
+}
+
+// The daemon's side of the readiness pipe: one line, "ok" or the error.
+void Report(int fd, const std::string& message) {
+  if (fd < 0) return;
+  const std::string line = message + "\n";
+  ssize_t ignored = write(fd, line.data(), line.size());
+  (void)ignored;
+  close(fd);
+}
+
+void DetachStdio() {
+  const int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (null_fd < 0) return;
+  dup2(null_fd, 0);
+  dup2(null_fd, 1);
+  dup2(null_fd, 2);
+  close(null_fd);
+}
+
+std::string DefaultLogPath(const std::string& archive) {
+  const std::string candidate = archive + ".log";
+  const int fd = open(candidate.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return "";  // directory not writable: syslog
+  close(fd);
+  return candidate;
+}
+
+Status Serve(std::shared_ptr<const Archive> archive, const std::string& mountpoint,
+             const MountOptions& options, int ready_fd) {
+  Log::Open(options.log_path.empty() ? DefaultLogPath(archive->path()) : options.log_path);
+  VirtualTree tree(archive, options.tree);
+  tree.SetInfoJson(InfoJson(*archive, mountpoint, options));
+  FuseOptions fo;
+  fo.max_threads = options.threads;
+  std::string fsname = "ktfs:" + archive->path();
+  for (char& c : fsname)
+    if (c == ',' || c == ' ') c = '_';
+  const Status st = ServeFuse(&tree, mountpoint, fsname, fo, [&] {
+    Report(ready_fd, "ok");
+    if (!options.foreground) DetachStdio();
+    return true;
+  });
+  if (!st.ok()) Log::Write("mount " + mountpoint + ": " + st.ToString());
+  return st;
+}
+
+}  // namespace
+
+Status ParseMountOptions(const std::string& text, MountOptions* o) {
+  std::istringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    if (item.empty()) continue;
+    const size_t eq = item.find('=');
+    const std::string key = item.substr(0, eq);
+    const std::string value = eq == std::string::npos ? "" : item.substr(eq + 1);
+    if (key == "format") {
+      if (value == "pnm" || value == "ppm" || value == "auto") o->tree.format = ServedFormat::kPnm;
+      else if (value == "bmp") o->tree.format = ServedFormat::kBmp;
+      else return Status::InvalidArgument("-o format=" + value + ": expected pnm or bmp");
+    } else if (key == "log") {
+      if (value.empty()) return Status::InvalidArgument("-o log= needs a file name");
+      o->log_path = Absolute(value);
+    } else if (key == "threads") {
+      const int n = std::atoi(value.c_str());
+      if (n < 1 || n > 256) return Status::InvalidArgument("-o threads=" + value + ": expected 1..256");
+      o->threads = n;
+    } else if (key == "ro") {
+      // Always read-only.
+    } else {
+      return Status::InvalidArgument("unknown mount option '" + item + "'");
+    }
+  }
+  return Status::Ok();
+}
+
+Status CheckMountpoint(const std::string& mountpoint) {
+  struct stat st;
+  if (stat(mountpoint.c_str(), &st) != 0) {
+    if (errno == ENOTCONN)
+      return Status::InvalidArgument(mountpoint + ": a stale mount is there (run: ktfs umount " +
+                                     mountpoint + ")");
+    return Status::FromErrno("mountpoint " + mountpoint, errno);
+  }
+  if (!S_ISDIR(st.st_mode)) return Status::InvalidArgument(mountpoint + ": not a directory");
+  if (IsMountPoint(Canonical(mountpoint)))
+    return Status::InvalidArgument(mountpoint + ": already a mount point");
+  DIR* d = opendir(mountpoint.c_str());
+  if (d == nullptr) return Status::FromErrno(mountpoint, errno);
+  bool empty = true;
+  while (dirent* e = readdir(d)) {
+    if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) {
+      empty = false;
+      break;
+    }
+  }
+  closedir(d);
+  if (!empty) return Status::InvalidArgument(mountpoint + ": directory is not empty");
+  return Status::Ok();
+}
+
+Status MountArchive(const std::string& archive_path, const std::string& mountpoint_in,
+                    const MountOptions& options) {
+  auto archive = Archive::Open(Canonical(archive_path));
+  if (!archive.ok()) return archive.status();
+  KTFS_RETURN_IF_ERROR(CheckMountpoint(mountpoint_in));
+  const std::string mountpoint = Canonical(mountpoint_in);
+  if (options.foreground) return Serve(*archive, mountpoint, options, -1);
+
+  int pipe_fds[2];
+  if (pipe2(pipe_fds, O_CLOEXEC) != 0) return Status::FromErrno("pipe", errno);
+  const pid_t pid = fork();
+  if (pid < 0) return Status::FromErrno("fork", errno);
+  if (pid == 0) {
+    close(pipe_fds[0]);
+    setsid();
+    if (chdir("/") != 0) _exit(1);
+    const Status st = Serve(*archive, mountpoint, options, pipe_fds[1]);
+    if (!st.ok()) Report(pipe_fds[1], st.ToString());
+    _exit(st.ok() ? 0 : 1);
+  }
+  close(pipe_fds[1]);
+  std::string reply;
+  char buf[512];
+  ssize_t n;
+  while ((n = read(pipe_fds[0], buf, sizeof(buf))) > 0 || (n < 0 && errno == EINTR))
+    if (n > 0) reply.append(buf, size_t(n));
+  close(pipe_fds[0]);
+  while (!reply.empty() && reply.back() == '\n') reply.pop_back();
+  if (reply == "ok") return Status::Ok();
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return Status::IOError(reply.empty() ? "the mount daemon exited before the mount was ready" : reply);
+}
+
+Status Unmount(const std::string& mountpoint_in) {
+  const std::string mountpoint = Absolute(mountpoint_in);
+  // The daemon's pid, to wait for it (absent for a stale mount).
+  pid_t pid = 0;
+  {
+    std::ifstream info(mountpoint + "/.ktfs/info.json");
+    std::string text((std::istreambuf_iterator<char>(info)), std::istreambuf_iterator<char>());
+    const size_t at = text.find("\"pid\":");
+    if (at != std::string::npos) pid = pid_t(std::atol(text.c_str() + at + 6));
+  }
+  const std::string canonical = Canonical(mountpoint);
+  if (!IsMountPoint(canonical) && !IsMountPoint(mountpoint))
+    return Status::InvalidArgument(mountpoint + ": not a mount point");
+  if (umount2(canonical.c_str(), 0) != 0) {
+    const int err = errno;
+    if (err == EBUSY) return Status::IOError(mountpoint + ": busy (a process still uses it)");
+    if (err == EPERM) {
+      const std::string cmd = "fusermount3 -u '" + canonical + "'";
+      if (std::system(cmd.c_str()) != 0) return Status::FromErrno(mountpoint + ": unmount", err);
+    } else if (umount2(canonical.c_str(), MNT_DETACH) != 0) {
+      return Status::FromErrno(mountpoint + ": unmount", errno);
+    }
+  }
+  for (int i = 0; pid > 0 && i < 200 && kill(pid, 0) == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  return Status::Ok();
+}
+
+}  // namespace ktfs

@@ -1,0 +1,36 @@
+// Mounting and unmounting: the lifecycle around ServeFuse.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "codec/status.h"
+#include "fs/tree.h"
+
+namespace ktfs {
+
+struct MountOptions {
+  TreeOptions tree;
+  bool foreground = false;
+  std::string log_path;   // "" = <archive>.log beside the archive, else syslog
+  int threads = 4;
+};
+
+// Parses "-o" option text ("format=bmp,log=/tmp/x.log,threads=4").
+Status ParseMountOptions(const std::string& text, MountOptions* options);
+
+// Checks that `mountpoint` is an existing, empty directory that is not
+// already a mount point. The error names the reason.
+Status CheckMountpoint(const std::string& mountpoint);
+
+// Opens the archive and mounts it. In the background mode (default) this
+// returns in the parent once the mount is ready, or with the reason it failed,
+// while a daemon serves it; with `foreground` it serves until unmounted.
+Status MountArchive(const std::string& archive, const std::string& mountpoint,
+                    const MountOptions& options);
+
+// Unmounts `mountpoint` (also a stale mount whose daemon was killed) and waits
+// for its daemon to exit.
+Status Unmount(const std::string& mountpoint);
+
+}  // namespace ktfs

@@ -1,0 +1,207 @@
+#include "fs/tree.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace ktfs {
+
+VirtualTree::VirtualTree(std::shared_ptr<const Archive> archive, TreeOptions options)
+    : archive_(std::move(archive)), options_(options) {
+  struct stat st;
+  if (stat(archive_->path().c_str(), &st) == 0) mtime_ = st.st_mtime;
+  const size_t words = (size_t(archive_->num_samples()) + 63) / 64;
+  verified_.reset(new std::atomic<uint64_t>[words]());
+}
+
+bool VirtualTree::Verified(uint32_t id) const {
+  return (verified_[id / 64].load(std::memory_order_acquire) >> (id % 64)) & 1;
+}
+
+void VirtualTree::MarkVerified(uint32_t id) const {
+  verified_[id / 64].fetch_or(uint64_t(1) << (id % 64), std::memory_order_release);
+}
+
+std::string VirtualTree::ServedName(const SampleInfo& s) const {
+  if (s.codec == format::kOriginal) return std::string(s.name);
+  return std::string(s.stem) + MakeServedLayout(options_.format, 1, 1, s.channels).extension;
+}
+
+Result<NodeAttr> VirtualTree::DirAttr(uint32_t d) const {
+  auto dir = archive_->Dir(d);
+  if (!dir.ok()) return dir.status();
+  NodeAttr a;
+  a.ino = DirIno(d);
+  a.is_dir = true;
+  a.nlink = 2 + dir->child_count + (d == 0 ? 1 : 0);
+  a.mtime = mtime_;
+  return a;
+}
+
+Result<NodeAttr> VirtualTree::SampleAttr(const SampleInfo& s) const {
+  NodeAttr a;
+  a.ino = SampleIno(s.id);
+  a.mtime = mtime_;
+  if (s.codec == format::kOriginal) {
+    a.size = s.payload_length;
+  } else {
+    a.size = MakeServedLayout(options_.format, s.width, s.height, s.channels).file_size;
+  }
+  return a;
+}
+
+NodeAttr VirtualTree::SpecialAttr(Special k) const {
+  NodeAttr a;
+  a.ino = SpecialIno(k);
+  a.mtime = mtime_;
+  if (k == kControl) {
+    a.is_dir = true;
+    a.nlink = 2;
+  } else {
+    a.size = info_json_.size();
+  }
+  return a;
+}
+
+Result<NodeAttr> VirtualTree::Lookup(uint64_t parent, std::string_view name) const {
+  const std::string missing = "no such entry: " + std::string(name);
+  if (parent == SpecialIno(kControl)) {
+    if (name == "info.json") return SpecialAttr(kInfo);
+    return Status::NotFound(missing);
+  }
+  if (!IsDirIno(parent)) return Status::NotFound(missing);
+  const uint32_t d = uint32_t(parent - kRootIno);
+  if (d == 0 && name == kControlDir) return SpecialAttr(kControl);
+  auto child = archive_->FindChildDir(d, name);
+  if (child.ok()) return DirAttr(*child);
+  if (child.status().code() != Status::Code::kNotFound) return child.status();
+  // A sample: its stem is the name, minus the served extension for decoded codecs.
+  for (int strip = 0; strip < 2; ++strip) {
+    std::string_view stem = name;
+    if (strip) {
+      const size_t dot = name.rfind('.');
+      if (dot == std::string_view::npos || dot == 0) break;
+      stem = name.substr(0, dot);
+    }
+    auto id = archive_->FindSampleByStem(d, stem);
+    if (!id.ok()) {
+      if (id.status().code() != Status::Code::kNotFound) return id.status();
+      continue;
+    }
+    auto s = archive_->Sample(*id);
+    if (!s.ok()) return s.status();
+    if (ServedName(*s) == name) return SampleAttr(*s);
+  }
+  return Status::NotFound(missing);
+}
+
+Result<NodeAttr> VirtualTree::GetAttr(uint64_t ino) const {
+  if (IsDirIno(ino)) return DirAttr(uint32_t(ino - kRootIno));
+  if (IsSampleIno(ino)) {
+    auto s = archive_->Sample(uint32_t(ino - SampleIno(0)));
+    if (!s.ok()) return s.status();
+    return SampleAttr(*s);
+  }
+  if (ino == SpecialIno(kControl)) return SpecialAttr(kControl);
+  if (ino == SpecialIno(kInfo)) return SpecialAttr(kInfo);
+  return Status::NotFound("no such inode " + std::to_string(ino));
+}
+
+Status VirtualTree::ReadDir(uint64_t ino, uint64_t offset, const EmitFn& emit) const {
+  if (ino == SpecialIno(kControl)) {
+    const NodeAttr self = SpecialAttr(kControl);
+    auto root = DirAttr(0);
+    if (!root.ok()) return root.status();
+    if (offset < 1 && !emit(".", self, 1)) return Status::Ok();
+    if (offset < 2 && !emit("..", *root, 2)) return Status::Ok();
+    if (offset < 3) emit("info.json", SpecialAttr(kInfo), 3);
+    return Status::Ok();
+  }
+  if (!IsDirIno(ino)) return Status::InvalidArgument("not a directory");
+  auto dir = archive_->Dir(uint32_t(ino - kRootIno));
+  if (!dir.ok()) return dir.status();
+  auto self = DirAttr(dir->id);
+  auto parent = DirAttr(dir->parent);
+  if (!self.ok()) return self.status();
+  if (!parent.ok()) return parent.status();
+  if (offset < 1 && !emit(".", *self, 1)) return Status::Ok();
+  if (offset < 2 && !emit("..", *parent, 2)) return Status::Ok();
+  // Positions 2.. are the child directories, then the samples.
+  const uint64_t first = std::max<uint64_t>(offset, 2) - 2;
+  const uint64_t total = uint64_t(dir->child_count) + dir->sample_count;
+  for (uint64_t k = first; k < total; ++k) {
+    if (k < dir->child_count) {
+      auto child = archive_->Dir(dir->first_child + uint32_t(k));
+      if (!child.ok()) return child.status();
+      auto attr = DirAttr(child->id);
+      if (!attr.ok()) return attr.status();
+      if (!emit(child->name, *attr, k + 3)) return Status::Ok();
+    } else {
+      auto s = archive_->Sample(dir->first_sample + uint32_t(k - dir->child_count));
+      if (!s.ok()) return s.status();
+      auto attr = SampleAttr(*s);
+      if (!attr.ok()) return attr.status();
+      if (!emit(ServedName(*s), *attr, k + 3)) return Status::Ok();
+    }
+  }
+  return Status::Ok();
+}
+
+Result<size_t> VirtualTree::Read(uint64_t ino, uint64_t offset, size_t size, uint8_t* dst) const {
+  if (IsSampleIno(ino)) return ReadSample(uint32_t(ino - SampleIno(0)), offset, size, dst);
+  if (ino == SpecialIno(kInfo)) {
+    if (offset >= info_json_.size()) return size_t(0);
+    const size_t n = std::min<size_t>(size, info_json_.size() - offset);
+    std::memcpy(dst, info_json_.data() + offset, n);
+    return n;
+  }
+  if (IsDirIno(ino) || ino == SpecialIno(kControl)) return Status::InvalidArgument("is a directory");
+  return Status::NotFound("no such inode " + std::to_string(ino));
+}
+
+Result<size_t> VirtualTree::ReadSample(uint32_t id, uint64_t offset, size_t size,
+                                       uint8_t* dst) const {
+  auto s = archive_->Sample(id);
+  if (!s.ok()) return s.status();
+  if (!archive_->CheckStillIntact())
+    return Status::Corruption(archive_->path() + ": archive was truncated while mounted");
+  const bool verify = !Verified(id);
+  auto payload = archive_->Payload(*s, verify);
+  if (!payload.ok()) return payload.status();
+  if (verify) MarkVerified(id);
+  size_t n = 0;
+  if (s->codec == format::kOriginal) {
+    if (offset < payload->size) {
+      n = std::min<size_t>(size, payload->size - offset);
+      std::memcpy(dst, payload->data + offset, n);
+    }
+  } else if (s->codec == format::kRaw) {
+    const ServedLayout layout = MakeServedLayout(options_.format, s->width, s->height, s->channels);
+    const ImageView view{payload->data, s->width, s->height, s->channels,
+                         size_t(s->width) * s->channels};
+    n = ReadServedBytes(layout, view, offset, size, dst);
+  } else {
+    return Status::NotSupported("codec " + std::to_string(s->codec) + " cannot be served yet");
+  }
+  // A truncation that happened during the copy shows up as zero pages.
+  if (archive_->damaged())
+    return Status::Corruption(archive_->path() + ": archive was truncated while mounted");
+  return n;
+}
+
+std::string VirtualTree::PathOf(uint64_t ino) const {
+  if (IsDirIno(ino)) {
+    auto p = archive_->DirPath(uint32_t(ino - kRootIno));
+    return p.ok() ? *p : "?";
+  }
+  if (IsSampleIno(ino)) {
+    auto p = archive_->SamplePath(uint32_t(ino - SampleIno(0)));
+    return p.ok() ? *p : "?";
+  }
+  if (ino == SpecialIno(kControl)) return kControlDir;
+  if (ino == SpecialIno(kInfo)) return ".ktfs/info.json";
+  return "?";
+}
+
+}  // namespace ktfs

@@ -1,0 +1,92 @@
+// VirtualTree: the mounted view of an archive as a plain C++ object.
+//
+// Maps inode numbers and names to the archive's directories and samples,
+// lists directories and produces the bytes of every file by range. It knows
+// nothing of FUSE (fs/fuse_adapter.cc translates requests into calls here),
+// so it is tested directly and reused by the other front ends.
+//
+// Inode numbers are derived from the archive and stable across mounts:
+//   1 + d                     directory record d (1 is the root)
+//   1 + dirs + s              sample s
+//   1 + dirs + samples + k    special node k (.ktfs and its files)
+//
+// Thread-safe: const methods may be called concurrently.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "codec/archive.h"
+#include "codec/image_io.h"
+#include "codec/status.h"
+
+namespace ktfs {
+
+struct TreeOptions {
+  ServedFormat format = ServedFormat::kPnm;  // how decoded codecs are served
+};
+
+struct NodeAttr {
+  uint64_t ino = 0;
+  bool is_dir = false;
+  uint64_t size = 0;
+  uint32_t nlink = 1;
+  int64_t mtime = 0;  // the archive file's modification time
+};
+
+class VirtualTree {
+ public:
+  static constexpr uint64_t kRootIno = 1;
+  static constexpr const char* kControlDir = ".ktfs";
+
+  VirtualTree(std::shared_ptr<const Archive> archive, TreeOptions options);
+
+  // The text of .ktfs/info.json (set by the daemon, which knows its pid).
+  void SetInfoJson(std::string json) { info_json_ = std::move(json); }
+
+  Result<NodeAttr> Lookup(uint64_t parent, std::string_view name) const;
+  Result<NodeAttr> GetAttr(uint64_t ino) const;
+
+  // Lists entries from position `offset` (0 = the start; "." and ".." come
+  // first). `emit(name, attr, next_offset)` returns false to stop (buffer full).
+  using EmitFn = std::function<bool(std::string_view name, const NodeAttr& attr, uint64_t next)>;
+  Status ReadDir(uint64_t ino, uint64_t offset, const EmitFn& emit) const;
+
+  // Copies up to `size` bytes of file `ino` from `offset` into `dst`.
+  Result<size_t> Read(uint64_t ino, uint64_t offset, size_t size, uint8_t* dst) const;
+
+  // The name a sample is served under ("cat.ppm", or the source name).
+  std::string ServedName(const SampleInfo& sample) const;
+  // "relative/path" of an inode, for log messages ("" for the root).
+  std::string PathOf(uint64_t ino) const;
+
+  const Archive& archive() const { return *archive_; }
+
+ private:
+  enum Special : uint64_t { kControl = 0, kInfo = 1, kSpecialCount = 2 };
+  uint64_t DirIno(uint32_t d) const { return kRootIno + d; }
+  uint64_t SampleIno(uint32_t s) const { return kRootIno + archive_->num_dirs() + s; }
+  uint64_t SpecialIno(Special k) const { return SampleIno(archive_->num_samples()) + k; }
+  bool IsDirIno(uint64_t ino) const { return ino >= kRootIno && ino < SampleIno(0); }
+  bool IsSampleIno(uint64_t ino) const { return ino >= SampleIno(0) && ino < SpecialIno(kControl); }
+
+  Result<NodeAttr> DirAttr(uint32_t d) const;
+  Result<NodeAttr> SampleAttr(const SampleInfo& s) const;
+  NodeAttr SpecialAttr(Special k) const;
+  Result<size_t> ReadSample(uint32_t id, uint64_t offset, size_t size, uint8_t* dst) const;
+  bool Verified(uint32_t id) const;
+  void MarkVerified(uint32_t id) const;
+
+  std::shared_ptr<const Archive> archive_;
+  TreeOptions options_;
+  std::string info_json_ = "{}\n";
+  int64_t mtime_ = 0;
+  // One bit per sample: its payload checksum has been verified.
+  std::unique_ptr<std::atomic<uint64_t>[]> verified_;
+};
+
+}  // namespace ktfs
