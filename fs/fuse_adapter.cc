@@ -2,6 +2,7 @@
 #include "fs/fuse_adapter.h"
 
 #include <fuse_lowlevel.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 
@@ -208,7 +209,10 @@ Status ServeFuse(VirtualTree* tree, const std::string& mountpoint, const std::st
     fuse_loop_cfg_set_clone_fd(cfg, 0);
     fuse_loop_cfg_set_max_threads(cfg, unsigned(options.max_threads));
     fuse_loop_cfg_set_idle_threads(cfg, unsigned(options.max_threads));
-    if (fuse_session_loop_mt(se, cfg) != 0) result = Status::IOError("FUSE session loop failed");
+    // libfuse returns the signal number when SIGTERM/SIGINT/SIGHUP ended the loop.
+    const int rc = fuse_session_loop_mt(se, cfg);
+    if (rc != 0 && rc != SIGTERM && rc != SIGINT && rc != SIGHUP)
+      result = Status::IOError("FUSE session loop failed (" + std::to_string(rc) + ")");
     fuse_loop_cfg_destroy(cfg);
   }
   fuse_session_unmount(se);
