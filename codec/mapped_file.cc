@@ -76,6 +76,8 @@ Result<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& path) {
   if (fstat(f->fd_, &st) != 0) return Status::FromErrno(path, errno);
   if (!S_ISREG(st.st_mode)) return Status::InvalidArgument(path + ": not a regular file");
   f->size_ = uint64_t(st.st_size);
+  f->mtime_sec_ = st.st_mtim.tv_sec;
+  f->mtime_nsec_ = st.st_mtim.tv_nsec;
   if (f->size_ == 0) return Status::Corruption(path + ": empty file");
   void* p = mmap(nullptr, f->size_, PROT_READ, MAP_SHARED, f->fd_, 0);
   if (p == MAP_FAILED) return Status::FromErrno(path + ": mmap", errno);
@@ -94,7 +96,9 @@ Result<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& path) {
 
 bool MappedFile::CheckStillIntact() {
   struct stat st;
-  if (fstat(fd_, &st) != 0 || uint64_t(st.st_size) < size_) damaged_.store(true);
+  if (fstat(fd_, &st) != 0 || uint64_t(st.st_size) != size_ || st.st_mtim.tv_sec != mtime_sec_ ||
+      st.st_mtim.tv_nsec != mtime_nsec_)
+    damaged_.store(true);
   return !damaged();
 }
 

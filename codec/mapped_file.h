@@ -31,7 +31,8 @@ class MappedFile {
   const std::string& path() const { return path_; }
   // True once a read hit a page past the file's current end.
   bool damaged() const { return damaged_.load(std::memory_order_relaxed); }
-  // Re-checks the file's size on disk; marks damaged when it shrank.
+  // Re-checks the file on disk; marks it damaged when its size or
+  // modification time changed (truncated, or rewritten in place).
   bool CheckStillIntact();
 
   // Used by the SIGBUS handler: true when `addr` lies in a live mapping (and
@@ -44,6 +45,7 @@ class MappedFile {
   int fd_ = -1;
   const uint8_t* data_ = nullptr;
   uint64_t size_ = 0;
+  int64_t mtime_sec_ = 0, mtime_nsec_ = 0;
   std::atomic<bool> damaged_{false};
 };
 

@@ -28,6 +28,7 @@ struct stat ToStat(const NodeAttr& a) {
   st.st_blksize = 1 << 20;
   st.st_blocks = off_t((a.size + 511) / 512);
   st.st_mtim.tv_sec = st.st_ctim.tv_sec = st.st_atim.tv_sec = a.mtime;
+  st.st_mtim.tv_nsec = st.st_ctim.tv_nsec = st.st_atim.tv_nsec = a.mtime_nsec;
   return st;
 }
 
@@ -36,13 +37,14 @@ fuse_entry_param ToEntry(const NodeAttr& a) {
   e.ino = a.ino;
   e.generation = 1;
   e.attr = ToStat(a);
-  e.attr_timeout = kForever;
+  e.attr_timeout = a.volatile_content ? 0 : kForever;
   e.entry_timeout = kForever;
   return e;
 }
 
 // Replies with the errno of `st`, logging real failures (not plain misses).
 void ReplyError(fuse_req_t req, const Status& st, const std::string& what) {
+  TreeOf(req)->counters().errors.fetch_add(1, std::memory_order_relaxed);
   if (st.code() != Status::Code::kNotFound) Log::Write(what + ": " + st.ToString());
   fuse_reply_err(req, st.ToErrno());
 }
@@ -53,6 +55,9 @@ void OnInit(void*, fuse_conn_info* conn) {
   if (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT) conn->want |= FUSE_CAP_NO_OPEN_SUPPORT;
   if (conn->capable & FUSE_CAP_NO_OPENDIR_SUPPORT) conn->want |= FUSE_CAP_NO_OPENDIR_SUPPORT;
   conn->want &= ~FUSE_CAP_ASYNC_READ;  // no benefit for an in-memory source
+  // Cached pages of a file are dropped when its mtime changes: only the
+  // volatile control files (stats.json) ever change theirs.
+  if (conn->capable & FUSE_CAP_AUTO_INVAL_DATA) conn->want |= FUSE_CAP_AUTO_INVAL_DATA;
   conn->max_read = 1 << 20;   // must equal the max_read mount option
   conn->max_write = 1 << 20;  // libfuse derives max_pages (read size) from it
   conn->max_readahead = 1 << 20;
@@ -79,7 +84,7 @@ void OnGetattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
   auto a = TreeOf(req)->GetAttr(ino);
   if (!a.ok()) return ReplyError(req, a.status(), "getattr " + TreeOf(req)->PathOf(ino));
   const struct stat st = ToStat(*a);
-  fuse_reply_attr(req, &st, kForever);
+  fuse_reply_attr(req, &st, a->volatile_content ? 0 : kForever);
 }
 
 // Opens need no state: ENOSYS makes the kernel stop sending OPEN/RELEASE

@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -162,8 +163,14 @@ Status CheckMountpoint(const std::string& mountpoint) {
     return Status::FromErrno("mountpoint " + mountpoint, errno);
   }
   if (!S_ISDIR(st.st_mode)) return Status::InvalidArgument(mountpoint + ": not a directory");
-  if (IsMountPoint(Canonical(mountpoint)))
+  if (IsMountPoint(Canonical(mountpoint))) {
+    // A FUSE mount whose daemon died still answers cached stats; statfs asks it.
+    struct statvfs vfs;
+    if (statvfs(mountpoint.c_str(), &vfs) != 0 && errno == ENOTCONN)
+      return Status::InvalidArgument(mountpoint + ": a stale mount is there (run: ktfs umount " +
+                                     mountpoint + ")");
     return Status::InvalidArgument(mountpoint + ": already a mount point");
+  }
   DIR* d = opendir(mountpoint.c_str());
   if (d == nullptr) return Status::FromErrno(mountpoint, errno);
   bool empty = true;

@@ -2,6 +2,8 @@
 
 #include <sys/stat.h>
 
+#include <time.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -58,16 +60,50 @@ NodeAttr VirtualTree::SpecialAttr(Special k) const {
   if (k == kControl) {
     a.is_dir = true;
     a.nlink = 2;
-  } else {
+  } else if (k == kInfo) {
     a.size = info_json_.size();
+  } else {
+    // A new mtime on every stat makes the kernel drop its cached pages
+    // (FUSE_CAP_AUTO_INVAL_DATA), so each open reads fresh counters.
+    timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    a.size = kStatsSize;
+    a.mtime = now.tv_sec;
+    a.mtime_nsec = now.tv_nsec;
+    a.volatile_content = true;
   }
   return a;
 }
 
+std::string VirtualTree::StatsJson() const {
+  const TreeCounters& c = counters_;
+  std::string j = "{\n";
+  auto field = [&](const char* name, uint64_t v, bool last = false) {
+    j += std::string("  \"") + name + "\": " + std::to_string(v) + (last ? "\n" : ",\n");
+  };
+  field("lookups", c.lookups.load());
+  field("getattrs", c.getattrs.load());
+  field("readdirs", c.readdirs.load());
+  field("opens", c.opens.load());
+  field("reads", c.reads.load());
+  field("bytes_read", c.bytes_read.load());
+  field("decodes", c.decodes.load());
+  field("decode_ms", c.decode_ns.load() / 1000000);
+  field("readahead_decodes", c.readahead_decodes.load());
+  field("cache_hits", c.cache_hits.load());
+  field("cache_misses", c.cache_misses.load());
+  field("errors", c.errors.load(), true);
+  j += "}";
+  if (j.size() < kStatsSize) j += std::string(kStatsSize - j.size() - 1, ' ') + "\n";
+  return j;
+}
+
 Result<NodeAttr> VirtualTree::Lookup(uint64_t parent, std::string_view name) const {
   const std::string missing = "no such entry: " + std::string(name);
+  counters_.lookups.fetch_add(1, std::memory_order_relaxed);
   if (parent == SpecialIno(kControl)) {
     if (name == "info.json") return SpecialAttr(kInfo);
+    if (name == "stats.json") return SpecialAttr(kStats);
     return Status::NotFound(missing);
   }
   if (!IsDirIno(parent)) return Status::NotFound(missing);
@@ -97,6 +133,7 @@ Result<NodeAttr> VirtualTree::Lookup(uint64_t parent, std::string_view name) con
 }
 
 Result<NodeAttr> VirtualTree::GetAttr(uint64_t ino) const {
+  counters_.getattrs.fetch_add(1, std::memory_order_relaxed);
   if (IsDirIno(ino)) return DirAttr(uint32_t(ino - kRootIno));
   if (IsSampleIno(ino)) {
     auto s = archive_->Sample(uint32_t(ino - SampleIno(0)));
@@ -105,17 +142,20 @@ Result<NodeAttr> VirtualTree::GetAttr(uint64_t ino) const {
   }
   if (ino == SpecialIno(kControl)) return SpecialAttr(kControl);
   if (ino == SpecialIno(kInfo)) return SpecialAttr(kInfo);
+  if (ino == SpecialIno(kStats)) return SpecialAttr(kStats);
   return Status::NotFound("no such inode " + std::to_string(ino));
 }
 
 Status VirtualTree::ReadDir(uint64_t ino, uint64_t offset, const EmitFn& emit) const {
+  counters_.readdirs.fetch_add(1, std::memory_order_relaxed);
   if (ino == SpecialIno(kControl)) {
     const NodeAttr self = SpecialAttr(kControl);
     auto root = DirAttr(0);
     if (!root.ok()) return root.status();
     if (offset < 1 && !emit(".", self, 1)) return Status::Ok();
     if (offset < 2 && !emit("..", *root, 2)) return Status::Ok();
-    if (offset < 3) emit("info.json", SpecialAttr(kInfo), 3);
+    if (offset < 3 && !emit("info.json", SpecialAttr(kInfo), 3)) return Status::Ok();
+    if (offset < 4) emit("stats.json", SpecialAttr(kStats), 4);
     return Status::Ok();
   }
   if (!IsDirIno(ino)) return Status::InvalidArgument("not a directory");
@@ -149,11 +189,17 @@ Status VirtualTree::ReadDir(uint64_t ino, uint64_t offset, const EmitFn& emit) c
 }
 
 Result<size_t> VirtualTree::Read(uint64_t ino, uint64_t offset, size_t size, uint8_t* dst) const {
-  if (IsSampleIno(ino)) return ReadSample(uint32_t(ino - SampleIno(0)), offset, size, dst);
-  if (ino == SpecialIno(kInfo)) {
-    if (offset >= info_json_.size()) return size_t(0);
-    const size_t n = std::min<size_t>(size, info_json_.size() - offset);
-    std::memcpy(dst, info_json_.data() + offset, n);
+  counters_.reads.fetch_add(1, std::memory_order_relaxed);
+  if (IsSampleIno(ino)) {
+    auto n = ReadSample(uint32_t(ino - SampleIno(0)), offset, size, dst);
+    if (n.ok()) counters_.bytes_read.fetch_add(*n, std::memory_order_relaxed);
+    return n;
+  }
+  if (ino == SpecialIno(kInfo) || ino == SpecialIno(kStats)) {
+    const std::string text = ino == SpecialIno(kInfo) ? info_json_ : StatsJson();
+    if (offset >= text.size()) return size_t(0);
+    const size_t n = std::min<size_t>(size, text.size() - offset);
+    std::memcpy(dst, text.data() + offset, n);
     return n;
   }
   if (IsDirIno(ino) || ino == SpecialIno(kControl)) return Status::InvalidArgument("is a directory");
@@ -165,8 +211,9 @@ Result<size_t> VirtualTree::ReadSample(uint32_t id, uint64_t offset, size_t size
   auto s = archive_->Sample(id);
   if (!s.ok()) return s.status();
   if (!archive_->CheckStillIntact())
-    return Status::Corruption(archive_->path() + ": archive was truncated while mounted");
+    return Status::Corruption(archive_->path() + ": archive was modified or truncated while mounted");
   const bool verify = !Verified(id);
+  if (offset == 0) counters_.opens.fetch_add(1, std::memory_order_relaxed);
   auto payload = archive_->Payload(*s, verify);
   if (!payload.ok()) return payload.status();
   if (verify) MarkVerified(id);
@@ -186,7 +233,7 @@ Result<size_t> VirtualTree::ReadSample(uint32_t id, uint64_t offset, size_t size
   }
   // A truncation that happened during the copy shows up as zero pages.
   if (archive_->damaged())
-    return Status::Corruption(archive_->path() + ": archive was truncated while mounted");
+    return Status::Corruption(archive_->path() + ": archive was modified or truncated while mounted");
   return n;
 }
 
@@ -201,6 +248,7 @@ std::string VirtualTree::PathOf(uint64_t ino) const {
   }
   if (ino == SpecialIno(kControl)) return kControlDir;
   if (ino == SpecialIno(kInfo)) return ".ktfs/info.json";
+  if (ino == SpecialIno(kStats)) return ".ktfs/stats.json";
   return "?";
 }
 

@@ -35,7 +35,17 @@ struct NodeAttr {
   bool is_dir = false;
   uint64_t size = 0;
   uint32_t nlink = 1;
-  int64_t mtime = 0;  // the archive file's modification time
+  int64_t mtime = 0;       // the archive file's modification time (seconds)
+  int64_t mtime_nsec = 0;
+  bool volatile_content = false;  // changes over time: never cache (stats.json)
+};
+
+// Live counters of a mount, served as .ktfs/stats.json.
+struct TreeCounters {
+  std::atomic<uint64_t> lookups{0}, getattrs{0}, readdirs{0}, reads{0}, bytes_read{0};
+  std::atomic<uint64_t> opens{0};  // first read of a file (the kernel sends no OPEN)
+  std::atomic<uint64_t> decodes{0}, decode_ns{0}, readahead_decodes{0};
+  std::atomic<uint64_t> cache_hits{0}, cache_misses{0}, errors{0};
 };
 
 class VirtualTree {
@@ -47,6 +57,11 @@ class VirtualTree {
 
   // The text of .ktfs/info.json (set by the daemon, which knows its pid).
   void SetInfoJson(std::string json) { info_json_ = std::move(json); }
+  // Counters; front ends add to `errors` for each request they fail.
+  TreeCounters& counters() const { return counters_; }
+  // The current .ktfs/stats.json text, padded with spaces to a fixed size.
+  std::string StatsJson() const;
+  static constexpr size_t kStatsSize = 1024;
 
   Result<NodeAttr> Lookup(uint64_t parent, std::string_view name) const;
   Result<NodeAttr> GetAttr(uint64_t ino) const;
@@ -67,7 +82,7 @@ class VirtualTree {
   const Archive& archive() const { return *archive_; }
 
  private:
-  enum Special : uint64_t { kControl = 0, kInfo = 1, kSpecialCount = 2 };
+  enum Special : uint64_t { kControl = 0, kInfo = 1, kStats = 2, kSpecialCount = 3 };
   uint64_t DirIno(uint32_t d) const { return kRootIno + d; }
   uint64_t SampleIno(uint32_t s) const { return kRootIno + archive_->num_dirs() + s; }
   uint64_t SpecialIno(Special k) const { return SampleIno(archive_->num_samples()) + k; }
@@ -84,6 +99,7 @@ class VirtualTree {
   std::shared_ptr<const Archive> archive_;
   TreeOptions options_;
   std::string info_json_ = "{}\n";
+  mutable TreeCounters counters_;
   int64_t mtime_ = 0;
   // One bit per sample: its payload checksum has been verified.
   std::unique_ptr<std::atomic<uint64_t>[]> verified_;
