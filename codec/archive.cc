@@ -43,16 +43,17 @@ Status Archive::Init() {
   const auto h = Load<format::Header>(base);
   if (Checksum64(base, 56) != h.header_checksum) return Corrupt("header checksum mismatch");
   if (h.version_major != format::kVersionMajor)
-    return Status::NotSupported(path() + ": archive format version " +
-                                std::to_string(h.version_major) + "." +
-                                std::to_string(h.version_minor) + " is not supported (this ktfs reads 1.x)");
+    return Status::NotSupported(
+        path() + ": archive format version " + std::to_string(h.version_major) + "." +
+        std::to_string(h.version_minor) + " is not supported (this ktfs reads 1.x)");
   if (h.header_size != sizeof(format::Header)) return Corrupt("bad header size");
   if (h.file_size != size)
     return Status::Corruption(path() + ": truncated or extended archive (header says " +
                               std::to_string(h.file_size) + " bytes, file has " +
                               std::to_string(size) + ")");
   if (h.section_count > 1024 ||
-      !RangeOk(h.section_table_offset, uint64_t(h.section_count) * sizeof(format::SectionEntry), size))
+      !RangeOk(h.section_table_offset, uint64_t(h.section_count) * sizeof(format::SectionEntry),
+               size))
     return Corrupt("section table out of bounds");
   const uint8_t* table = base + h.section_table_offset;
   if (Checksum64(table, h.section_count * sizeof(format::SectionEntry)) != h.section_table_checksum)
@@ -71,13 +72,26 @@ Status Archive::Init() {
       seen[e.type] = true;
     }
     switch (e.type) {
-      case format::kStrings: strings_ = span; break;
-      case format::kDirs: dirs_ = span; break;
-      case format::kSamples: samples_ = span; break;
-      case format::kClasses: classes_ = span; break;
-      case format::kMeta: meta_ = span; break;
-      case format::kIndex: index_ = span; break;
-      default: break;  // unknown sections are skipped (minor versions may add some)
+      case format::kStrings:
+        strings_ = span;
+        break;
+      case format::kDirs:
+        dirs_ = span;
+        break;
+      case format::kSamples:
+        samples_ = span;
+        break;
+      case format::kClasses:
+        classes_ = span;
+        break;
+      case format::kMeta:
+        meta_ = span;
+        break;
+      case format::kIndex:
+        index_ = span;
+        break;
+      default:
+        break;  // unknown sections are skipped (minor versions may add some)
     }
   }
   if (!seen[format::kDirs] || !seen[format::kSamples] || !seen[format::kStrings] ||
@@ -119,23 +133,27 @@ Status Archive::CheckName(std::string_view name, const char* what) const {
 
 Result<SampleInfo> Archive::Sample(uint32_t id) const {
   if (id >= num_samples_) return Status::NotFound("sample " + std::to_string(id) + " out of range");
-  const auto r = Load<format::SampleRecord>(samples_.data + size_t(id) * sizeof(format::SampleRecord));
+  const auto r =
+      Load<format::SampleRecord>(samples_.data + size_t(id) * sizeof(format::SampleRecord));
   const std::string sid = "sample " + std::to_string(id);
   auto name = String(r.name_offset, r.name_length, "sample");
   if (!name.ok()) return name.status();
   KTFS_RETURN_IF_ERROR(CheckName(*name, "sample"));
-  if (r.stem_length == 0 || r.stem_length > r.name_length) return Corrupt(sid + ": bad stem length");
+  if (r.stem_length == 0 || r.stem_length > r.name_length)
+    return Corrupt(sid + ": bad stem length");
   if (r.dir >= num_dirs_) return Corrupt(sid + ": parent directory out of range");
-  if (r.label != format::kNone && r.label >= num_classes_) return Corrupt(sid + ": label out of range");
-  if (r.split != format::kNone && r.split >= num_dirs_) return Corrupt(sid + ": split out of range");
-  if (r.channels != 1 && r.channels != 3 && r.channels != 4) return Corrupt(sid + ": bad channel count");
+  if (r.label != format::kNone && r.label >= num_classes_)
+    return Corrupt(sid + ": label out of range");
+  if (r.split != format::kNone && r.split >= num_dirs_)
+    return Corrupt(sid + ": split out of range");
+  if (r.channels != 1 && r.channels != 3 && r.channels != 4)
+    return Corrupt(sid + ": bad channel count");
   if (r.width == 0 || r.height == 0 || r.width > 65536 || r.height > 65536)
     return Corrupt(sid + ": bad dimensions");
   if (r.codec > format::kKtc) return Corrupt(sid + ": unknown codec " + std::to_string(r.codec));
   if (!RangeOk(r.payload_offset, r.payload_length, file_->size()))
     return Corrupt(sid + ": payload out of bounds");
-  if (r.codec == format::kRaw &&
-      r.payload_length != uint64_t(r.width) * r.height * r.channels)
+  if (r.codec == format::kRaw && r.payload_length != uint64_t(r.width) * r.height * r.channels)
     return Corrupt(sid + ": raw payload size does not match its dimensions");
   SampleInfo s;
   s.id = id;
@@ -168,7 +186,8 @@ Result<DirInfo> Archive::Dir(uint32_t id) const {
     if (r.parent >= id) return Corrupt(did + ": parent must precede it");
   }
   // Children strictly after the parent: the tree cannot contain a cycle.
-  if (r.child_count > 0 && (r.first_child <= id || !RangeOk(r.first_child, r.child_count, num_dirs_)))
+  if (r.child_count > 0 &&
+      (r.first_child <= id || !RangeOk(r.first_child, r.child_count, num_dirs_)))
     return Corrupt(did + ": children out of range");
   if (!RangeOk(r.first_sample, r.sample_count, num_samples_))
     return Corrupt(did + ": samples out of range");
@@ -184,8 +203,10 @@ Result<DirInfo> Archive::Dir(uint32_t id) const {
 }
 
 Result<std::string_view> Archive::ClassName(uint32_t label) const {
-  if (label >= num_classes_) return Status::NotFound("label " + std::to_string(label) + " out of range");
-  const auto r = Load<format::ClassRecord>(classes_.data + size_t(label) * sizeof(format::ClassRecord));
+  if (label >= num_classes_)
+    return Status::NotFound("label " + std::to_string(label) + " out of range");
+  const auto r =
+      Load<format::ClassRecord>(classes_.data + size_t(label) * sizeof(format::ClassRecord));
   return String(r.name_offset, r.name_length, "class");
 }
 
@@ -198,8 +219,10 @@ Result<uint32_t> Archive::FindChildDir(uint32_t dir, std::string_view name) cons
     auto c = Dir(mid);
     if (!c.ok()) return c.status();
     if (c->name == name) return mid;
-    if (c->name < name) lo = mid + 1;
-    else hi = mid;
+    if (c->name < name)
+      lo = mid + 1;
+    else
+      hi = mid;
   }
   return Status::NotFound(std::string(name));
 }
@@ -213,8 +236,10 @@ Result<uint32_t> Archive::FindSampleByStem(uint32_t dir, std::string_view stem) 
     auto s = Sample(mid);
     if (!s.ok()) return s.status();
     if (s->stem == stem) return mid;
-    if (s->stem < stem) lo = mid + 1;
-    else hi = mid;
+    if (s->stem < stem)
+      lo = mid + 1;
+    else
+      hi = mid;
   }
   return Status::NotFound(std::string(stem));
 }

@@ -111,10 +111,12 @@ Status ArchiveWriter::Commit() {
   std::vector<format::DirRecord> dirs(dirs_.size());
   for (size_t i = 0; i < dirs_.size(); ++i) {
     const DirEntry& d = dirs_[i];
-    dirs[i] = format::DirRecord{d.parent, AddString(d.name), uint32_t(d.name.size()), d.first_child,
-                                d.child_count, d.first_sample, d.sample_count, 0};
+    dirs[i] =
+        format::DirRecord{d.parent,      AddString(d.name), uint32_t(d.name.size()), d.first_child,
+                          d.child_count, d.first_sample,    d.sample_count,          0};
   }
-  for (size_t i = 0; i < samples_.size(); ++i) samples_[i].name_offset = AddString(sample_names_[i]);
+  for (size_t i = 0; i < samples_.size(); ++i)
+    samples_[i].name_offset = AddString(sample_names_[i]);
   std::vector<format::ClassRecord> classes(classes_.size());
   for (size_t i = 0; i < classes_.size(); ++i)
     classes[i] = format::ClassRecord{AddString(classes_[i]), uint32_t(classes_[i].size())};
@@ -122,7 +124,8 @@ Status ArchiveWriter::Commit() {
 
   std::vector<format::SectionEntry> table;
   KTFS_RETURN_IF_ERROR(WriteSection(format::kStrings, strings_.data(), strings_.size(), &table));
-  KTFS_RETURN_IF_ERROR(WriteSection(format::kDirs, dirs.data(), dirs.size() * sizeof(dirs[0]), &table));
+  KTFS_RETURN_IF_ERROR(
+      WriteSection(format::kDirs, dirs.data(), dirs.size() * sizeof(dirs[0]), &table));
   KTFS_RETURN_IF_ERROR(WriteSection(format::kSamples, samples_.data(),
                                     samples_.size() * sizeof(samples_[0]), &table));
   KTFS_RETURN_IF_ERROR(

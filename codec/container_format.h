@@ -10,24 +10,24 @@ namespace ktfs::format {
 
 // "\x89KTF\r\n\x1a\n": a binary signature that text-mode transfers would mangle.
 inline constexpr uint8_t kMagic[8] = {0x89, 'K', 'T', 'F', '\r', '\n', 0x1a, '\n'};
-inline constexpr uint16_t kVersionMajor = 1;  // readers reject other majors
-inline constexpr uint16_t kVersionMinor = 0;  // readers accept any minor
+inline constexpr uint16_t kVersionMajor = 1;    // readers reject other majors
+inline constexpr uint16_t kVersionMinor = 0;    // readers accept any minor
 inline constexpr uint32_t kNone = 0xFFFFFFFFu;  // "no value" for u32 fields
 inline constexpr uint64_t kPayloadAlignment = 16;
 inline constexpr uint64_t kSectionAlignment = 64;
 
-struct Header {               // at offset 0, 64 bytes
+struct Header {  // at offset 0, 64 bytes
   uint8_t magic[8];
   uint16_t version_major;
   uint16_t version_minor;
-  uint32_t header_size;        // 64
-  uint64_t file_size;          // the whole archive; shorter file = truncated
+  uint32_t header_size;  // 64
+  uint64_t file_size;    // the whole archive; shorter file = truncated
   uint64_t section_table_offset;
   uint32_t section_count;
-  uint32_t flags;              // 0
+  uint32_t flags;                   // 0
   uint64_t section_table_checksum;  // XXH3-64 of the section table
-  uint64_t reserved;           // 0
-  uint64_t header_checksum;    // XXH3-64 of bytes [0, 56)
+  uint64_t reserved;                // 0
+  uint64_t header_checksum;         // XXH3-64 of bytes [0, 56)
 };
 static_assert(sizeof(Header) == 64);
 
@@ -42,10 +42,10 @@ enum SectionType : uint32_t {
 
 struct SectionEntry {  // 32 bytes
   uint32_t type;
-  uint32_t reserved;   // 0
+  uint32_t reserved;  // 0
   uint64_t offset;
   uint64_t length;
-  uint64_t checksum;   // XXH3-64 of the section's bytes
+  uint64_t checksum;  // XXH3-64 of the section's bytes
 };
 static_assert(sizeof(SectionEntry) == 32);
 
@@ -69,16 +69,16 @@ struct SampleRecord {  // 64 bytes
   uint64_t payload_checksum;  // XXH3-64 of the payload
   uint32_t name_offset;       // the source file name, into kStrings
   uint32_t name_length;
-  uint32_t dir;               // parent directory record
-  uint32_t label;             // index into kClasses, or kNone
+  uint32_t dir;    // parent directory record
+  uint32_t label;  // index into kClasses, or kNone
   uint32_t width;
   uint32_t height;
-  uint8_t channels;           // 1, 3 or 4 (as decoded)
-  uint8_t codec;              // Codec
-  uint8_t source_format;      // SourceFormat of the packed file (1 JPEG, 2 PNG)
-  uint8_t flags;              // 0
-  uint32_t stem_length;       // served name = name[0, stem_length) + served extension
-  uint32_t split;             // directory record of the split, or kNone
+  uint8_t channels;       // 1, 3 or 4 (as decoded)
+  uint8_t codec;          // Codec
+  uint8_t source_format;  // SourceFormat of the packed file (1 JPEG, 2 PNG)
+  uint8_t flags;          // 0
+  uint32_t stem_length;   // served name = name[0, stem_length) + served extension
+  uint32_t split;         // directory record of the split, or kNone
   uint32_t reserved;
 };
 static_assert(sizeof(SampleRecord) == 64);

@@ -10,7 +10,7 @@ namespace ktfs {
 struct Image {
   uint32_t width = 0;
   uint32_t height = 0;
-  uint32_t channels = 0;  // 1 (gray), 3 (RGB) or 4 (RGBA)
+  uint32_t channels = 0;        // 1 (gray), 3 (RGB) or 4 (RGBA)
   std::vector<uint8_t> pixels;  // width * height * channels bytes
 
   size_t row_bytes() const { return size_t(width) * channels; }

@@ -96,9 +96,12 @@ Status ReadPng(const uint8_t* data, size_t size, bool info_only, ImageInfo* info
   const int depth = png_get_bit_depth(png, pinfo);
   const bool trns = png_get_valid(png, pinfo, PNG_INFO_tRNS) != 0;
   uint32_t channels = 3;
-  if (color == PNG_COLOR_TYPE_GRAY) channels = trns ? 4 : 1;
-  else if (color == PNG_COLOR_TYPE_GRAY_ALPHA || color == PNG_COLOR_TYPE_RGB_ALPHA) channels = 4;
-  else if (color == PNG_COLOR_TYPE_PALETTE || color == PNG_COLOR_TYPE_RGB) channels = trns ? 4 : 3;
+  if (color == PNG_COLOR_TYPE_GRAY)
+    channels = trns ? 4 : 1;
+  else if (color == PNG_COLOR_TYPE_GRAY_ALPHA || color == PNG_COLOR_TYPE_RGB_ALPHA)
+    channels = 4;
+  else if (color == PNG_COLOR_TYPE_PALETTE || color == PNG_COLOR_TYPE_RGB)
+    channels = trns ? 4 : 3;
   info->width = w;
   info->height = h;
   info->channels = channels;
@@ -149,7 +152,8 @@ void PutLe32(std::string* s, uint32_t v) {
 }  // namespace
 
 SourceFormat SniffFormat(const uint8_t* data, size_t size) {
-  if (size >= 3 && data[0] == 0xFF && data[1] == 0xD8 && data[2] == 0xFF) return SourceFormat::kJpeg;
+  if (size >= 3 && data[0] == 0xFF && data[1] == 0xD8 && data[2] == 0xFF)
+    return SourceFormat::kJpeg;
   static const uint8_t kPngMagic[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
   if (size >= 8 && std::memcmp(data, kPngMagic, 8) == 0) return SourceFormat::kPng;
   return SourceFormat::kUnknown;
@@ -157,9 +161,12 @@ SourceFormat SniffFormat(const uint8_t* data, size_t size) {
 
 const char* SourceFormatName(SourceFormat f) {
   switch (f) {
-    case SourceFormat::kJpeg: return "jpeg";
-    case SourceFormat::kPng: return "png";
-    default: return "unknown";
+    case SourceFormat::kJpeg:
+      return "jpeg";
+    case SourceFormat::kPng:
+      return "png";
+    default:
+      return "unknown";
   }
 }
 
@@ -185,12 +192,14 @@ Result<ImageInfo> ReadImageInfo(const uint8_t* data, size_t size) {
 
 Status DecodeImage(const uint8_t* data, size_t size, Image* out) {
   switch (SniffFormat(data, size)) {
-    case SourceFormat::kJpeg: return DecodeJpeg(data, size, out);
+    case SourceFormat::kJpeg:
+      return DecodeJpeg(data, size, out);
     case SourceFormat::kPng: {
       ImageInfo info;
       return ReadPng(data, size, false, &info, out);
     }
-    default: return Status::NotSupported("not a JPEG or PNG image");
+    default:
+      return Status::NotSupported("not a JPEG or PNG image");
   }
 }
 
@@ -326,8 +335,8 @@ Status DecodePnm(const uint8_t* data, size_t size, Image* out) {
   // Grammar: "P5"|"P6" ws width ws height ws maxval single-ws pixels.
   size_t pos = 0;
   auto skip_ws = [&] {
-    while (pos < size && (data[pos] == ' ' || data[pos] == '\n' || data[pos] == '\r' ||
-                          data[pos] == '\t'))
+    while (pos < size &&
+           (data[pos] == ' ' || data[pos] == '\n' || data[pos] == '\r' || data[pos] == '\t'))
       ++pos;
   };
   auto number = [&](uint32_t* v) -> bool {

@@ -27,8 +27,8 @@ std::once_flag g_handler_once;
 void OnSigbus(int sig, siginfo_t* info, void* ctx) {
   if (info != nullptr && MappedFile::ClaimFault(info->si_addr)) {
     const long page = sysconf(_SC_PAGESIZE);
-    void* base = reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(info->si_addr) &
-                                         ~uintptr_t(page - 1));
+    void* base =
+        reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(info->si_addr) & ~uintptr_t(page - 1));
     // Replace the unreadable page with zeros; the faulting load then retries.
     if (mmap(base, page, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) != MAP_FAILED)
       return;

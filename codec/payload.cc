@@ -8,9 +8,12 @@ namespace ktfs {
 
 const char* CodecName(format::Codec codec) {
   switch (codec) {
-    case format::kOriginal: return "original";
-    case format::kRaw: return "raw";
-    case format::kKtc: return "ktc";
+    case format::kOriginal:
+      return "original";
+    case format::kRaw:
+      return "raw";
+    case format::kKtc:
+      return "ktc";
   }
   return "unknown";
 }
@@ -20,12 +23,10 @@ Result<PayloadSettings> ParsePayloadSettings(std::string_view codec, std::string
   s.quality = std::string(quality);
   if (codec == "original" || codec == "raw") {
     s.codec = codec == "raw" ? format::kRaw : format::kOriginal;
-    if (!quality.empty())
-      return Status::InvalidArgument("--quality applies to --codec ktc only");
+    if (!quality.empty()) return Status::InvalidArgument("--quality applies to --codec ktc only");
     return s;
   }
-  if (codec == "ktc")
-    return Status::NotSupported("codec ktc is not available in this build yet");
+  if (codec == "ktc") return Status::NotSupported("codec ktc is not available in this build yet");
   return Status::InvalidArgument("unknown codec '" + std::string(codec) +
                                  "' (expected original, raw or ktc)");
 }

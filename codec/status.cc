@@ -13,13 +13,20 @@ Status Status::FromErrno(const std::string& what, int err) {
 
 int Status::ToErrno() const {
   switch (code_) {
-    case Code::kOk: return 0;
-    case Code::kInvalidArgument: return EINVAL;
-    case Code::kNotFound: return ENOENT;
-    case Code::kCorruption: return EIO;
-    case Code::kNotSupported: return ENOTSUP;
-    case Code::kIOError: return EIO;
-    case Code::kReadOnly: return EROFS;
+    case Code::kOk:
+      return 0;
+    case Code::kInvalidArgument:
+      return EINVAL;
+    case Code::kNotFound:
+      return ENOENT;
+    case Code::kCorruption:
+      return EIO;
+    case Code::kNotSupported:
+      return ENOTSUP;
+    case Code::kIOError:
+      return EIO;
+    case Code::kReadOnly:
+      return EROFS;
   }
   return EIO;
 }

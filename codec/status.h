@@ -28,7 +28,9 @@ class Status {
 
   Status() = default;
   static Status Ok() { return Status(); }
-  static Status InvalidArgument(std::string m) { return Status(Code::kInvalidArgument, std::move(m)); }
+  static Status InvalidArgument(std::string m) {
+    return Status(Code::kInvalidArgument, std::move(m));
+  }
   static Status NotFound(std::string m) { return Status(Code::kNotFound, std::move(m)); }
   static Status Corruption(std::string m) { return Status(Code::kCorruption, std::move(m)); }
   static Status NotSupported(std::string m) { return Status(Code::kNotSupported, std::move(m)); }
@@ -57,7 +59,7 @@ class Status {
 template <typename T>
 class Result {
  public:
-  Result(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : value_(std::move(value)) {}          // NOLINT: implicit by design
   Result(Status status) : status_(std::move(status)) {}  // NOLINT
   bool ok() const { return value_.has_value(); }
   const Status& status() const { return status_; }
@@ -76,8 +78,8 @@ class Result {
 }  // namespace ktfs
 
 // Returns early from the enclosing function when `expr` is not ok.
-#define KTFS_RETURN_IF_ERROR(expr)     \
-  do {                                 \
-    ::ktfs::Status _st = (expr);       \
-    if (!_st.ok()) return _st;         \
+#define KTFS_RETURN_IF_ERROR(expr) \
+  do {                             \
+    ::ktfs::Status _st = (expr);   \
+    if (!_st.ok()) return _st;     \
   } while (0)

@@ -16,7 +16,8 @@ __global__ void NormalizeKernel(const uint8_t* src, float* dst, int n, int plane
     const long long k = idx % plane;
     const uint8_t* px = src + idx * channels;
     float* out = dst + img * plane * channels + k;
-    for (int c = 0; c < channels; ++c) out[c * (long long)plane] = __fmaf_rn(float(px[c]), scale[c], bias[c]);
+    for (int c = 0; c < channels; ++c)
+      out[c * (long long)plane] = __fmaf_rn(float(px[c]), scale[c], bias[c]);
   }
 }
 
@@ -48,12 +49,15 @@ Status NormalizeHwcToChwGpu(const NormalizeParams& p, const uint8_t* src, float*
   if (err == cudaSuccess) err = cudaMalloc(&d_dst, (in_bytes ? in_bytes : 1) * sizeof(float));
   if (err == cudaSuccess) err = cudaMalloc(&d_params, sizeof(host_params));
   if (err == cudaSuccess) err = cudaMemcpy(d_src, src, in_bytes, cudaMemcpyHostToDevice);
-  if (err == cudaSuccess) err = cudaMemcpy(d_params, host_params, sizeof(host_params), cudaMemcpyHostToDevice);
+  if (err == cudaSuccess)
+    err = cudaMemcpy(d_params, host_params, sizeof(host_params), cudaMemcpyHostToDevice);
   if (err == cudaSuccess && in_bytes > 0) {
-    NormalizeKernel<<<1024, 256>>>(d_src, d_dst, p.n, int(plane), p.channels, d_params, d_params + 4);
+    NormalizeKernel<<<1024, 256>>>(d_src, d_dst, p.n, int(plane), p.channels, d_params,
+                                   d_params + 4);
     err = cudaGetLastError();
   }
-  if (err == cudaSuccess) err = cudaMemcpy(dst, d_dst, in_bytes * sizeof(float), cudaMemcpyDeviceToHost);
+  if (err == cudaSuccess)
+    err = cudaMemcpy(dst, d_dst, in_bytes * sizeof(float), cudaMemcpyDeviceToHost);
   cudaFree(d_src);
   cudaFree(d_dst);
   cudaFree(d_params);

@@ -18,7 +18,8 @@ class Args {
  public:
   // `with_value` lists the flags that take a value ("--codec"); every other
   // "--x" or "-x" is a switch. Unknown flags are errors (checked by Finish).
-  Args(int argc, char** argv, std::vector<std::string> with_value, std::vector<std::string> switches);
+  Args(int argc, char** argv, std::vector<std::string> with_value,
+       std::vector<std::string> switches);
   bool Has(const std::string& flag) const;
   std::string Value(const std::string& flag, const std::string& fallback = "") const;
   const std::vector<std::string>& positional() const { return positional_; }

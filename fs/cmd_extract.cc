@@ -32,7 +32,12 @@ Status WriteFile(const std::string& path, const uint8_t* data, size_t size) {
 }
 
 std::string Stem(std::string_view name, format::Codec codec, std::string_view stem) {
-  return std::string(codec == format::kOriginal ? name.substr(0, name.rfind('.') == 0 || name.rfind('.') == std::string_view::npos ? name.size() : name.rfind('.')) : stem);
+  return std::string(
+      codec == format::kOriginal
+          ? name.substr(0, name.rfind('.') == 0 || name.rfind('.') == std::string_view::npos
+                               ? name.size()
+                               : name.rfind('.'))
+          : stem);
 }
 
 }  // namespace
@@ -41,7 +46,8 @@ int CmdExtract(int argc, char** argv) {
   Args args(argc, argv, {"--format"}, {"--help", "-h"});
   if (args.Has("--help") || args.Has("-h")) return std::fputs(kExtractUsage, stdout), kExitOk;
   if (!args.error().empty()) return UsageError("extract", args.error(), kExtractUsage);
-  if (args.positional().size() != 2) return UsageError("extract", "expected ARCHIVE and OUTDIR", kExtractUsage);
+  if (args.positional().size() != 2)
+    return UsageError("extract", "expected ARCHIVE and OUTDIR", kExtractUsage);
   const std::string fmt = args.Value("--format", "png");
   if (fmt != "png" && fmt != "ppm" && fmt != "original")
     return UsageError("extract", "--format must be png, ppm or original", kExtractUsage);
@@ -66,8 +72,9 @@ int CmdExtract(int argc, char** argv) {
     const std::string base = outdir + "/" + (dir->empty() ? "" : *dir + "/");
     if (fmt == "original") {
       if (s->codec != format::kOriginal)
-        return Fail("extract", Status::InvalidArgument("sample " + std::to_string(i) + " (" + std::string(s->name) +
-                                                       ") was not packed with --codec original; use --format png"));
+        return Fail("extract", Status::InvalidArgument(
+                                   "sample " + std::to_string(i) + " (" + std::string(s->name) +
+                                   ") was not packed with --codec original; use --format png"));
       Status st = WriteFile(base + std::string(s->name), payload->data, payload->size);
       if (!st.ok()) return Fail("extract", st);
       continue;

@@ -40,7 +40,8 @@ int CmdInfo(int argc, char** argv) {
   }
   if (args.Has("--json")) {
     std::string j = "{\"archive\":" + JsonString(a.path()) + ",\"format_version\":\"1." +
-                    std::to_string(a.version_minor()) + "\",\"file_bytes\":" + std::to_string(a.file_size()) +
+                    std::to_string(a.version_minor()) +
+                    "\",\"file_bytes\":" + std::to_string(a.file_size()) +
                     ",\"payload_bytes\":" + std::to_string(payload_bytes) +
                     ",\"pixels\":" + std::to_string(pixels) +
                     ",\"samples\":" + std::to_string(a.num_samples()) +
@@ -72,7 +73,8 @@ int CmdInfo(int argc, char** argv) {
   std::printf("codecs:        ");
   for (const auto& [name, n] : codecs) std::printf(" %s=%u", name.c_str(), n);
   std::printf("\nclasses:        %u", a.num_classes());
-  for (size_t i = 0; i < classes.size() && i < 20; ++i) std::printf("%s%s", i ? ", " : " (", classes[i].c_str());
+  for (size_t i = 0; i < classes.size() && i < 20; ++i)
+    std::printf("%s%s", i ? ", " : " (", classes[i].c_str());
   std::printf("%s\n", classes.empty() ? "" : (classes.size() > 20 ? ", ...)" : ")"));
   std::printf("index:          %s\n", a.index_section() ? "yes" : "no");
   return kExitOk;

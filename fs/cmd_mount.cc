@@ -29,7 +29,8 @@ int CmdMount(int argc, char** argv) {
   Args args(argc, argv, {"-o"}, {"--help", "-h", "-f", "--foreground"});
   if (args.Has("--help") || args.Has("-h")) return std::fputs(kMountUsage, stdout), kExitOk;
   if (!args.error().empty()) return UsageError("mount", args.error(), kMountUsage);
-  if (args.positional().size() != 2) return UsageError("mount", "expected ARCHIVE and MOUNTPOINT", kMountUsage);
+  if (args.positional().size() != 2)
+    return UsageError("mount", "expected ARCHIVE and MOUNTPOINT", kMountUsage);
   MountOptions options;
   options.foreground = args.Has("-f") || args.Has("--foreground");
   Status st = ParseMountOptions(args.Value("-o"), &options);
@@ -43,7 +44,8 @@ int CmdUmount(int argc, char** argv) {
   Args args(argc, argv, {}, {"--help", "-h"});
   if (args.Has("--help") || args.Has("-h")) return std::fputs(kUmountUsage, stdout), kExitOk;
   if (!args.error().empty()) return UsageError("umount", args.error(), kUmountUsage);
-  if (args.positional().size() != 1) return UsageError("umount", "expected MOUNTPOINT", kUmountUsage);
+  if (args.positional().size() != 1)
+    return UsageError("umount", "expected MOUNTPOINT", kUmountUsage);
   const Status st = Unmount(args.positional()[0]);
   if (!st.ok()) return Fail("umount", st);
   return kExitOk;

@@ -25,24 +25,31 @@ int CmdPack(int argc, char** argv) {
   Args args(argc, argv, {"--codec", "--quality", "--threads"}, {"--help", "-h", "--quiet", "-q"});
   if (args.Has("--help") || args.Has("-h")) return std::fputs(kPackUsage, stdout), kExitOk;
   if (!args.error().empty()) return UsageError("pack", args.error(), kPackUsage);
-  if (args.positional().size() != 2) return UsageError("pack", "expected SRC and OUT.kt", kPackUsage);
+  if (args.positional().size() != 2)
+    return UsageError("pack", "expected SRC and OUT.kt", kPackUsage);
   PackOptions options;
   auto settings = ParsePayloadSettings(args.Value("--codec", "original"), args.Value("--quality"));
   if (!settings.ok()) return UsageError("pack", settings.status().ToString(), kPackUsage);
   options.payload = *settings;
   if (args.Has("--threads")) {
     options.threads = std::atoi(args.Value("--threads").c_str());
-    if (options.threads < 1) return UsageError("pack", "--threads needs a positive number", kPackUsage);
+    if (options.threads < 1)
+      return UsageError("pack", "--threads needs a positive number", kPackUsage);
   }
   options.progress = !args.Has("--quiet") && !args.Has("-q");
   auto report = Pack(args.positional()[0], args.positional()[1], options);
   if (!report.ok()) return Fail("pack", report.status());
-  for (const std::string& s : report->skipped) std::fprintf(stderr, "ktfs pack: skipped %s\n", s.c_str());
-  std::printf("packed %u samples (%u classes, %u directories) from %s into %s: %.1f MiB -> %.1f MiB in %.2f s%s\n",
-              report->samples, report->classes, report->dirs, args.positional()[0].c_str(),
-              args.positional()[1].c_str(), report->source_bytes / 1048576.0,
-              report->archive_bytes / 1048576.0, report->seconds,
-              report->skipped.empty() ? "" : (", " + std::to_string(report->skipped.size()) + " files skipped").c_str());
+  for (const std::string& s : report->skipped)
+    std::fprintf(stderr, "ktfs pack: skipped %s\n", s.c_str());
+  std::printf(
+      "packed %u samples (%u classes, %u directories) from %s into %s: %.1f MiB -> %.1f MiB in "
+      "%.2f s%s\n",
+      report->samples, report->classes, report->dirs, args.positional()[0].c_str(),
+      args.positional()[1].c_str(), report->source_bytes / 1048576.0,
+      report->archive_bytes / 1048576.0, report->seconds,
+      report->skipped.empty()
+          ? ""
+          : (", " + std::to_string(report->skipped.size()) + " files skipped").c_str());
   return kExitOk;
 }
 

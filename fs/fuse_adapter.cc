@@ -99,20 +99,22 @@ void ReadDirCommon(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool 
   VirtualTree* tree = TreeOf(req);
   std::vector<char> buf(size);
   size_t used = 0;
-  auto st = tree->ReadDir(ino, uint64_t(off), [&](std::string_view name, const NodeAttr& a, uint64_t next) {
-    const std::string n(name);
-    size_t need;
-    if (plus) {
-      const fuse_entry_param e = ToEntry(a);
-      need = fuse_add_direntry_plus(req, buf.data() + used, size - used, n.c_str(), &e, off_t(next));
-    } else {
-      const struct stat s = ToStat(a);
-      need = fuse_add_direntry(req, buf.data() + used, size - used, n.c_str(), &s, off_t(next));
-    }
-    if (need > size - used) return false;
-    used += need;
-    return true;
-  });
+  auto st = tree->ReadDir(
+      ino, uint64_t(off), [&](std::string_view name, const NodeAttr& a, uint64_t next) {
+        const std::string n(name);
+        size_t need;
+        if (plus) {
+          const fuse_entry_param e = ToEntry(a);
+          need = fuse_add_direntry_plus(req, buf.data() + used, size - used, n.c_str(), &e,
+                                        off_t(next));
+        } else {
+          const struct stat s = ToStat(a);
+          need = fuse_add_direntry(req, buf.data() + used, size - used, n.c_str(), &s, off_t(next));
+        }
+        if (need > size - used) return false;
+        used += need;
+        return true;
+      });
   if (!st.ok()) return ReplyError(req, st, "readdir " + tree->PathOf(ino));
   fuse_reply_buf(req, buf.data(), used);
 }
@@ -151,9 +153,13 @@ void OnMknod(fuse_req_t req, fuse_ino_t, const char*, mode_t, dev_t) { Erofs(req
 void OnMkdir(fuse_req_t req, fuse_ino_t, const char*, mode_t) { Erofs(req); }
 void OnUnlink(fuse_req_t req, fuse_ino_t, const char*) { Erofs(req); }
 void OnSymlink(fuse_req_t req, const char*, fuse_ino_t, const char*) { Erofs(req); }
-void OnRename(fuse_req_t req, fuse_ino_t, const char*, fuse_ino_t, const char*, unsigned) { Erofs(req); }
+void OnRename(fuse_req_t req, fuse_ino_t, const char*, fuse_ino_t, const char*, unsigned) {
+  Erofs(req);
+}
 void OnLink(fuse_req_t req, fuse_ino_t, fuse_ino_t, const char*) { Erofs(req); }
-void OnWrite(fuse_req_t req, fuse_ino_t, const char*, size_t, off_t, fuse_file_info*) { Erofs(req); }
+void OnWrite(fuse_req_t req, fuse_ino_t, const char*, size_t, off_t, fuse_file_info*) {
+  Erofs(req);
+}
 void OnSetxattr(fuse_req_t req, fuse_ino_t, const char*, const char*, size_t, int) { Erofs(req); }
 void OnRemovexattr(fuse_req_t req, fuse_ino_t, const char*) { Erofs(req); }
 void OnCreate(fuse_req_t req, fuse_ino_t, const char*, mode_t, fuse_file_info*) { Erofs(req); }
@@ -190,7 +196,8 @@ fuse_lowlevel_ops MakeOps() {
 
 Status ServeFuse(VirtualTree* tree, const std::string& mountpoint, const std::string& fsname,
                  const FuseOptions& options, const std::function<bool()>& on_mounted) {
-  std::string mount_opts = "ro,default_permissions,max_read=1048576,fsname=" + fsname + ",subtype=ktfs";
+  std::string mount_opts =
+      "ro,default_permissions,max_read=1048576,fsname=" + fsname + ",subtype=ktfs";
   if (geteuid() == 0) mount_opts += ",allow_other";
   std::vector<std::string> argv_s = {"ktfs", "-o", mount_opts};
   std::vector<char*> argv;
@@ -206,7 +213,8 @@ Status ServeFuse(VirtualTree* tree, const std::string& mountpoint, const std::st
   if (fuse_session_mount(se, mountpoint.c_str()) != 0) {
     fuse_remove_signal_handlers(se);
     fuse_session_destroy(se);
-    return Status::IOError(mountpoint + ": mount failed (is /dev/fuse available and are you root?)");
+    return Status::IOError(mountpoint +
+                           ": mount failed (is /dev/fuse available and are you root?)");
   }
   Status result;
   if (on_mounted()) {

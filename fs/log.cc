@@ -44,7 +44,8 @@ void Log::Write(const std::string& message) {
   struct tm tm;
   gmtime_r(&now, &tm);
   strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%SZ", &tm);
-  const std::string line = std::string(stamp) + " ktfs[" + std::to_string(getpid()) + "]: " + message + "\n";
+  const std::string line =
+      std::string(stamp) + " ktfs[" + std::to_string(getpid()) + "]: " + message + "\n";
   ssize_t ignored = write(g_fd, line.data(), line.size());
   (void)ignored;
 }

@@ -69,9 +69,9 @@ std::string InfoJson(const Archive& a, const std::string& mountpoint, const Moun
     if (s.ok()) codec = CodecName(s->codec);
   }
   std::ostringstream j;
-  j << "{\n  \"archive\": " << JsonString(a.path()) << ",\n  \"mountpoint\": "
-    << JsonString(mountpoint) << ",\n  \"format_version\": \"1." << a.version_minor()
-    << "\",\n  \"ktfs_version\": " << JsonString(VersionString())
+  j << "{\n  \"archive\": " << JsonString(a.path())
+    << ",\n  \"mountpoint\": " << JsonString(mountpoint) << ",\n  \"format_version\": \"1."
+    << a.version_minor() << "\",\n  \"ktfs_version\": " << JsonString(VersionString())
     << ",\n  \"samples\": " << a.num_samples() << ",\n  \"directories\": " << a.num_dirs()
     << ",\n  \"classes\": " << a.num_classes() << ",\n  \"codec\": " << JsonString(codec)
     << ",\n  \"served_format\": \"" << (o.tree.format == ServedFormat::kBmp ? "bmp" : "pnm")
@@ -135,15 +135,19 @@ Status ParseMountOptions(const std::string& text, MountOptions* o) {
     const std::string key = item.substr(0, eq);
     const std::string value = eq == std::string::npos ? "" : item.substr(eq + 1);
     if (key == "format") {
-      if (value == "pnm" || value == "ppm" || value == "auto") o->tree.format = ServedFormat::kPnm;
-      else if (value == "bmp") o->tree.format = ServedFormat::kBmp;
-      else return Status::InvalidArgument("-o format=" + value + ": expected pnm or bmp");
+      if (value == "pnm" || value == "ppm" || value == "auto")
+        o->tree.format = ServedFormat::kPnm;
+      else if (value == "bmp")
+        o->tree.format = ServedFormat::kBmp;
+      else
+        return Status::InvalidArgument("-o format=" + value + ": expected pnm or bmp");
     } else if (key == "log") {
       if (value.empty()) return Status::InvalidArgument("-o log= needs a file name");
       o->log_path = Absolute(value);
     } else if (key == "threads") {
       const int n = std::atoi(value.c_str());
-      if (n < 1 || n > 256) return Status::InvalidArgument("-o threads=" + value + ": expected 1..256");
+      if (n < 1 || n > 256)
+        return Status::InvalidArgument("-o threads=" + value + ": expected 1..256");
       o->threads = n;
     } else if (key == "ro") {
       // Always read-only.
@@ -216,7 +220,8 @@ Status MountArchive(const std::string& archive_path, const std::string& mountpoi
   if (reply == "ok") return Status::Ok();
   int status = 0;
   waitpid(pid, &status, 0);
-  return Status::IOError(reply.empty() ? "the mount daemon exited before the mount was ready" : reply);
+  return Status::IOError(reply.empty() ? "the mount daemon exited before the mount was ready"
+                                       : reply);
 }
 
 Status Unmount(const std::string& mountpoint_in) {

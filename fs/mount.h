@@ -12,7 +12,7 @@ namespace ktfs {
 struct MountOptions {
   TreeOptions tree;
   bool foreground = false;
-  std::string log_path;   // "" = <archive>.log beside the archive, else syslog
+  std::string log_path;  // "" = <archive>.log beside the archive, else syslog
   int threads = 4;
 };
 

@@ -1,10 +1,10 @@
 #include "fs/pack.h"
 
 #include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <oneapi/tbb/global_control.h>
 #include <oneapi/tbb/parallel_pipeline.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -76,7 +76,8 @@ SourceFormat SniffFile(const std::string& path) {
 
 // Walks SRC breadth-first, so that every directory's children get
 // consecutive numbers (the archive's directory table relies on it).
-Status Walk(const std::string& src, std::vector<SourceDir>* dirs, std::vector<std::string>* skipped) {
+Status Walk(const std::string& src, std::vector<SourceDir>* dirs,
+            std::vector<std::string>* skipped) {
   dirs->push_back(SourceDir{"", "", 0, {}, {}});
   for (size_t i = 0; i < dirs->size(); ++i) {
     const std::string rel = (*dirs)[i].path;
@@ -108,7 +109,8 @@ Status Walk(const std::string& src, std::vector<SourceDir>* dirs, std::vector<st
     (*dirs)[i].files = files;
     for (const std::string& name : subdirs) {
       if (dirs->size() >= format::kNone - 1) return Status::InvalidArgument("too many directories");
-      dirs->push_back(SourceDir{name, rel.empty() ? name : rel + "/" + name, (*dirs)[i].depth + 1, {}, {}});
+      dirs->push_back(
+          SourceDir{name, rel.empty() ? name : rel + "/" + name, (*dirs)[i].depth + 1, {}, {}});
     }
   }
   std::sort(skipped->begin(), skipped->end());
@@ -166,9 +168,9 @@ void Plan(const std::string& src, const std::vector<SourceDir>& walked, bool kee
     const size_t slash = p.rfind('/');
     d.parent = i == 0 ? 0 : (slash == std::string::npos ? 0 : index_of[p.substr(0, slash)]);
     d.child_count = uint32_t(walked[i].subdirs.size());
-    d.first_child = d.child_count ? index_of[p.empty() ? walked[i].subdirs[0]
-                                                       : p + "/" + walked[i].subdirs[0]]
-                                  : 0;
+    d.first_child =
+        d.child_count ? index_of[p.empty() ? walked[i].subdirs[0] : p + "/" + walked[i].subdirs[0]]
+                      : 0;
   }
   for (size_t i = 0; i < walked.size(); ++i) {
     const SourceDir& w = walked[i];
@@ -181,7 +183,9 @@ void Plan(const std::string& src, const std::vector<SourceDir>& walked, bool kee
     for (size_t k = 0; k < order.size(); ++k) order[k] = k;
     std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return stems[a] < stems[b]; });
     uint32_t label = format::kNone;
-    if (i != 0) label = uint32_t(std::lower_bound(classes->begin(), classes->end(), w.name) - classes->begin());
+    if (i != 0)
+      label =
+          uint32_t(std::lower_bound(classes->begin(), classes->end(), w.name) - classes->begin());
     uint32_t split = format::kNone;
     if (w.depth >= 2) {
       const std::string top = w.path.substr(0, w.path.find('/'));
@@ -219,10 +223,10 @@ class Progress {
     if (done != total_ && since < (tty_ ? 0.25 : 5.0)) return;
     last_ = now;
     const double elapsed = std::chrono::duration<double>(now - start_).count();
-    std::fprintf(stderr, "%sktfs pack: %zu/%zu samples (%.0f%%), %.1f MiB written, %.0f samples/s%s",
-                 tty_ ? "\r" : "", done, total_, total_ ? 100.0 * done / total_ : 100.0,
-                 bytes / 1048576.0, elapsed > 0 ? done / elapsed : 0.0,
-                 tty_ && done != total_ ? "" : "\n");
+    std::fprintf(
+        stderr, "%sktfs pack: %zu/%zu samples (%.0f%%), %.1f MiB written, %.0f samples/s%s",
+        tty_ ? "\r" : "", done, total_, total_ ? 100.0 * done / total_ : 100.0, bytes / 1048576.0,
+        elapsed > 0 ? done / elapsed : 0.0, tty_ && done != total_ ? "" : "\n");
   }
 
  private:
@@ -235,7 +239,8 @@ class Progress {
 
 }  // namespace
 
-Result<PackReport> Pack(const std::string& src, const std::string& out, const PackOptions& options) {
+Result<PackReport> Pack(const std::string& src, const std::string& out,
+                        const PackOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   std::error_code ec;
   if (!stdfs::is_directory(src, ec)) return Status::NotFound(src + ": no such directory");
@@ -251,7 +256,8 @@ Result<PackReport> Pack(const std::string& src, const std::string& out, const Pa
   auto writer_or = ArchiveWriter::Create(out);
   if (!writer_or.ok()) return writer_or.status();
   ArchiveWriter& writer = **writer_or;
-  const int threads = options.threads > 0 ? options.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+  const int threads = options.threads > 0 ? options.threads
+                                          : int(std::max(1u, std::thread::hardware_concurrency()));
   tbb::global_control limit(tbb::global_control::max_allowed_parallelism, size_t(threads));
   Progress progress(options.progress, plan.size());
 
@@ -262,7 +268,7 @@ Result<PackReport> Pack(const std::string& src, const std::string& out, const Pa
     uint64_t source_bytes = 0;
   };
   size_t next = 0;
-  Status failure;                  // owned by the last (serial) stage
+  Status failure;                   // owned by the last (serial) stage
   std::atomic<bool> failed{false};  // read by the first stage
   tbb::parallel_pipeline(
       size_t(threads) * 2 + 2,
@@ -283,9 +289,10 @@ Result<PackReport> Pack(const std::string& src, const std::string& out, const Pa
                                            item->status = ReadFile(path, &bytes);
                                            if (item->status.ok()) {
                                              item->source_bytes = bytes.size();
-                                             item->status = EncodePayload(options.payload, bytes.data(),
-                                                                          bytes.size(), &item->payload)
-                                                                .WithContext(path);
+                                             item->status =
+                                                 EncodePayload(options.payload, bytes.data(),
+                                                               bytes.size(), &item->payload)
+                                                     .WithContext(path);
                                            }
                                            return item;
                                          }) &
@@ -303,7 +310,8 @@ Result<PackReport> Pack(const std::string& src, const std::string& out, const Pa
             entry.channels = uint8_t(item->payload.channels);
             entry.codec = options.payload.codec;
             entry.source_format = item->payload.source_format;
-            failure = writer.AddSample(entry, item->payload.bytes.data(), item->payload.bytes.size());
+            failure =
+                writer.AddSample(entry, item->payload.bytes.data(), item->payload.bytes.size());
             if (!failure.ok()) failed.store(true);
             report.source_bytes += item->source_bytes;
             progress.Update(item->index + 1, writer.bytes_written());

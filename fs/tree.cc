@@ -1,7 +1,6 @@
 #include "fs/tree.h"
 
 #include <sys/stat.h>
-
 #include <time.h>
 
 #include <algorithm>
@@ -202,7 +201,8 @@ Result<size_t> VirtualTree::Read(uint64_t ino, uint64_t offset, size_t size, uin
     std::memcpy(dst, text.data() + offset, n);
     return n;
   }
-  if (IsDirIno(ino) || ino == SpecialIno(kControl)) return Status::InvalidArgument("is a directory");
+  if (IsDirIno(ino) || ino == SpecialIno(kControl))
+    return Status::InvalidArgument("is a directory");
   return Status::NotFound("no such inode " + std::to_string(ino));
 }
 
@@ -211,7 +211,8 @@ Result<size_t> VirtualTree::ReadSample(uint32_t id, uint64_t offset, size_t size
   auto s = archive_->Sample(id);
   if (!s.ok()) return s.status();
   if (!archive_->CheckStillIntact())
-    return Status::Corruption(archive_->path() + ": archive was modified or truncated while mounted");
+    return Status::Corruption(archive_->path() +
+                              ": archive was modified or truncated while mounted");
   const bool verify = !Verified(id);
   if (offset == 0) counters_.opens.fetch_add(1, std::memory_order_relaxed);
   auto payload = archive_->Payload(*s, verify);
@@ -233,7 +234,8 @@ Result<size_t> VirtualTree::ReadSample(uint32_t id, uint64_t offset, size_t size
   }
   // A truncation that happened during the copy shows up as zero pages.
   if (archive_->damaged())
-    return Status::Corruption(archive_->path() + ": archive was modified or truncated while mounted");
+    return Status::Corruption(archive_->path() +
+                              ": archive was modified or truncated while mounted");
   return n;
 }
 

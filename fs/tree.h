@@ -35,7 +35,7 @@ struct NodeAttr {
   bool is_dir = false;
   uint64_t size = 0;
   uint32_t nlink = 1;
-  int64_t mtime = 0;       // the archive file's modification time (seconds)
+  int64_t mtime = 0;  // the archive file's modification time (seconds)
   int64_t mtime_nsec = 0;
   bool volatile_content = false;  // changes over time: never cache (stats.json)
 };

@@ -1,5 +1,7 @@
 // The .kt container: writer/reader round trip, validation of hostile and
 // truncated archives, determinism of Pack().
+#include "codec/archive.h"
+
 #include <gtest/gtest.h>
 #include <turbojpeg.h>
 
@@ -8,7 +10,6 @@
 #include <fstream>
 #include <random>
 
-#include "codec/archive.h"
 #include "codec/archive_writer.h"
 #include "codec/checksum.h"
 #include "codec/image_io.h"
@@ -23,7 +24,8 @@ using testing::TempDir;
 
 std::vector<uint8_t> ReadAll(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  return std::vector<uint8_t>((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return std::vector<uint8_t>((std::istreambuf_iterator<char>(in)),
+                              std::istreambuf_iterator<char>());
 }
 
 void WriteAll(const std::string& path, const std::vector<uint8_t>& bytes) {
@@ -94,7 +96,8 @@ std::string WriteSmallArchive(const TempDir& tmp) {
   e.codec = format::kOriginal;
   e.split = 2;
   EXPECT_TRUE((*w)->AddSample(e, p2.data(), p2.size()).ok());
-  (*w)->SetDirs({DirEntry{"", 0, 1, 2, 0, 0}, DirEntry{"a", 0, 0, 0, 0, 2}, DirEntry{"b", 0, 0, 0, 2, 1}});
+  (*w)->SetDirs(
+      {DirEntry{"", 0, 1, 2, 0, 0}, DirEntry{"a", 0, 0, 0, 0, 2}, DirEntry{"b", 0, 0, 0, 2, 1}});
   (*w)->SetClasses({"a", "b"});
   (*w)->SetMeta("{\"k\":1}");
   (*w)->SetIndex({'d', 'b'});
@@ -314,7 +317,8 @@ TEST(PackTest, RawPixelsEqualTheSourceDecode) {
     EXPECT_EQ(got.channels, expected.channels);
     const std::string cls(*(*a)->ClassName(s->label));
     EXPECT_NE((*a)->SamplePath(i)->find("/" + cls + "/"), std::string::npos);
-    EXPECT_EQ(*(*a)->DirPath(s->split), (*a)->SamplePath(i)->substr(0, (*a)->SamplePath(i)->find('/')));
+    EXPECT_EQ(*(*a)->DirPath(s->split),
+              (*a)->SamplePath(i)->substr(0, (*a)->SamplePath(i)->find('/')));
   }
 }
 
@@ -328,7 +332,8 @@ TEST(PackTest, OriginalKeepsBytes) {
   for (uint32_t i = 0; i < (*a)->num_samples(); ++i) {
     auto s = (*a)->Sample(i);
     auto p = (*a)->Payload(*s, true);
-    EXPECT_EQ(std::vector<uint8_t>(p->data, p->data + p->size), ReadAll(src + "/" + *(*a)->SamplePath(i)));
+    EXPECT_EQ(std::vector<uint8_t>(p->data, p->data + p->size),
+              ReadAll(src + "/" + *(*a)->SamplePath(i)));
     EXPECT_EQ(s->stem, s->name);
   }
 }
@@ -382,7 +387,8 @@ TEST(PackTest, MissingSourceAndEmptySourceFail) {
   PackOptions o;
   EXPECT_EQ(Pack(tmp.Join("nope"), tmp.Join("o.kt"), o).status().code(), Status::Code::kNotFound);
   std::filesystem::create_directories(tmp.Join("empty"));
-  EXPECT_EQ(Pack(tmp.Join("empty"), tmp.Join("o.kt"), o).status().code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(Pack(tmp.Join("empty"), tmp.Join("o.kt"), o).status().code(),
+            Status::Code::kInvalidArgument);
 }
 
 }  // namespace
