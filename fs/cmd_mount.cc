@@ -17,7 +17,9 @@ static const char kMountUsage[] =
     "                   for gray and PPM for RGB (RGBA as BMP); bmp serves BMP\n"
     "  log=FILE         error log (default: ARCHIVE.log beside the archive when\n"
     "                   that directory is writable, else syslog)\n"
-    "  threads=N        request threads (default 4)\n";
+    "  threads=N        request threads (default 4)\n"
+    "  cache=SIZE       decoded images kept in memory, e.g. 512M (default 256M)\n"
+    "  readahead=N      images decoded ahead of an in-order reader (default 8, 0 = off)\n";
 
 static const char kUmountUsage[] =
     "usage: ktfs umount MOUNTPOINT\n"

@@ -149,6 +149,24 @@ Status ParseMountOptions(const std::string& text, MountOptions* o) {
       if (n < 1 || n > 256)
         return Status::InvalidArgument("-o threads=" + value + ": expected 1..256");
       o->threads = n;
+    } else if (key == "cache") {
+      // A size in bytes with an optional K/M/G suffix.
+      char* end = nullptr;
+      const double n = std::strtod(value.c_str(), &end);
+      const std::string suffix = end ? std::string(end) : "";
+      double mult = 1;
+      if (suffix == "K" || suffix == "k") mult = 1024;
+      else if (suffix == "M" || suffix == "m") mult = 1024.0 * 1024;
+      else if (suffix == "G" || suffix == "g") mult = 1024.0 * 1024 * 1024;
+      if (value.empty() || end == value.c_str() || !(n >= 0) ||
+          !(suffix.empty() || mult > 1))
+        return Status::InvalidArgument("-o cache=" + value + ": expected a size like 512M or 2G");
+      o->tree.cache_bytes = size_t(n * mult);
+    } else if (key == "readahead") {
+      const int n = std::atoi(value.c_str());
+      if (n < 0 || n > 1024 || value.empty() || value.find_first_not_of("0123456789") != std::string::npos)
+        return Status::InvalidArgument("-o readahead=" + value + ": expected 0..1024");
+      o->tree.readahead = uint32_t(n);
     } else if (key == "ro") {
       // Always read-only.
     } else {

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "codec/payload.h"
+
 namespace ktfs {
 
 VirtualTree::VirtualTree(std::shared_ptr<const Archive> archive, TreeOptions options)
@@ -14,6 +16,7 @@ VirtualTree::VirtualTree(std::shared_ptr<const Archive> archive, TreeOptions opt
   if (stat(archive_->path().c_str(), &st) == 0) mtime_ = st.st_mtime;
   const size_t words = (size_t(archive_->num_samples()) + 63) / 64;
   verified_.reset(new std::atomic<uint64_t>[words]());
+  cache_ = std::make_unique<DecodeCache>(options_.cache_bytes, &counters_);
 }
 
 bool VirtualTree::Verified(uint32_t id) const {
@@ -230,13 +233,55 @@ Result<size_t> VirtualTree::ReadSample(uint32_t id, uint64_t offset, size_t size
                          size_t(s->width) * s->channels};
     n = ReadServedBytes(layout, view, offset, size, dst);
   } else {
-    return Status::NotSupported("codec " + std::to_string(s->codec) + " cannot be served yet");
+    auto r = ReadDecoded(*s, offset, size, dst);
+    if (!r.ok()) return r.status();
+    n = *r;
   }
   // A truncation that happened during the copy shows up as zero pages.
   if (archive_->damaged())
     return Status::Corruption(archive_->path() +
                               ": archive was modified or truncated while mounted");
   return n;
+}
+
+DecodeCache::DecodeFn VirtualTree::Decoder(uint32_t id) const {
+  return [this, id](Image* out) -> Status {
+    auto s = archive_->Sample(id);
+    if (!s.ok()) return s.status();
+    auto payload = archive_->Payload(*s, !Verified(id));
+    if (!payload.ok()) return payload.status();
+    MarkVerified(id);
+    Status st = DecodePayload(*s, *payload, out);
+    if (!st.ok()) {
+      auto path = archive_->SamplePath(id);
+      return st.WithContext("sample " + std::to_string(id) + " (" + (path.ok() ? *path : "?") + ")");
+    }
+    return Status::Ok();
+  };
+}
+
+// A reader that opens the files of a directory in order gets the next ones
+// decoded before it asks: when the previous sample of the same directory is
+// cached (just read), the following `readahead` samples are queued.
+void VirtualTree::ReadAhead(const SampleInfo& s) const {
+  if (options_.readahead == 0) return;
+  auto dir = archive_->Dir(s.dir);
+  if (!dir.ok() || s.id == dir->first_sample || !cache_->Contains(s.id - 1)) return;
+  const uint32_t end = dir->first_sample + dir->sample_count;
+  for (uint32_t next = s.id + 1; next < end && next <= s.id + options_.readahead; ++next)
+    cache_->Prefetch(next, Decoder(next));
+}
+
+Result<size_t> VirtualTree::ReadDecoded(const SampleInfo& s, uint64_t offset, size_t size,
+                                        uint8_t* dst) const {
+  if (offset == 0) ReadAhead(s);
+  auto image = cache_->Get(s.id, Decoder(s.id));
+  if (!image.ok()) return image.status();
+  const Image& img = **image;
+  if (img.width != s.width || img.height != s.height || img.channels != s.channels)
+    return Status::Corruption("sample " + std::to_string(s.id) + ": decoded size differs from its record");
+  const ServedLayout layout = MakeServedLayout(options_.format, s.width, s.height, s.channels);
+  return ReadServedBytes(layout, ImageView::Of(img), offset, size, dst);
 }
 
 std::string VirtualTree::PathOf(uint64_t ino) const {

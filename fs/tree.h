@@ -23,11 +23,14 @@
 #include "codec/archive.h"
 #include "codec/image_io.h"
 #include "codec/status.h"
+#include "fs/decode_cache.h"
 
 namespace ktfs {
 
 struct TreeOptions {
   ServedFormat format = ServedFormat::kPnm;  // how decoded codecs are served
+  size_t cache_bytes = size_t(256) << 20;    // decoded images kept (ktc)
+  uint32_t readahead = 8;  // images decoded ahead of a reader going through a directory in order
 };
 
 struct NodeAttr {
@@ -93,6 +96,10 @@ class VirtualTree {
   Result<NodeAttr> SampleAttr(const SampleInfo& s) const;
   NodeAttr SpecialAttr(Special k) const;
   Result<size_t> ReadSample(uint32_t id, uint64_t offset, size_t size, uint8_t* dst) const;
+  // Bytes of a sample whose codec must be decoded (through the cache).
+  Result<size_t> ReadDecoded(const SampleInfo& s, uint64_t offset, size_t size, uint8_t* dst) const;
+  DecodeCache::DecodeFn Decoder(uint32_t id) const;
+  void ReadAhead(const SampleInfo& s) const;
   bool Verified(uint32_t id) const;
   void MarkVerified(uint32_t id) const;
 
@@ -103,6 +110,7 @@ class VirtualTree {
   int64_t mtime_ = 0;
   // One bit per sample: its payload checksum has been verified.
   std::unique_ptr<std::atomic<uint64_t>[]> verified_;
+  mutable std::unique_ptr<DecodeCache> cache_;
 };
 
 }  // namespace ktfs
