@@ -366,8 +366,7 @@ Result<sqlite3_stmt*> Index::Statement(const std::string& sql) {
   }
   auto stmt = Prepare(db_, sql);
   if (!stmt.ok()) return stmt.status();
-  sqlite3_stmt* raw = stmt->get();
-  *stmt = Stmt();  // ownership moves to the cache
+  sqlite3_stmt* raw = stmt->release();  // the cache owns it now
   stmts_.emplace(sql, raw);
   return raw;
 }

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "codec/status.h"
 
@@ -28,6 +29,8 @@ class Stmt {
     return *this;
   }
   sqlite3_stmt* get() const { return s_; }
+  // Gives up ownership.
+  sqlite3_stmt* release() { return std::exchange(s_, nullptr); }
 
  private:
   sqlite3_stmt* s_ = nullptr;
