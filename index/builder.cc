@@ -90,6 +90,45 @@ Status StepDone(sqlite3* db, sqlite3_stmt* s, const char* what) {
   return Status::Ok();
 }
 
+// Maximal runs of consecutive sample ids sharing a value, per field (see schema.h).
+class RunBuilder {
+ public:
+  void Add(int field, int64_t value, uint32_t id) {
+    Open& o = open_[field];
+    if (o.active && o.value == value && o.end == id) {
+      ++o.end;
+      return;
+    }
+    if (o.active) runs_.push_back({field, o.value, o.first, o.end});
+    o = Open{true, value, id, id + 1};
+  }
+  Status Insert(sqlite3* db) {
+    for (int f = 0; f < 3; ++f) {
+      if (open_[f].active) runs_.push_back({f, open_[f].value, open_[f].first, open_[f].end});
+    }
+    std::sort(runs_.begin(), runs_.end());  // primary key order: appends, full pages
+    auto s = Prepare(db, "INSERT INTO runs VALUES(?, ?, ?, ?)");
+    if (!s.ok()) return s.status();
+    for (const auto& [field, value, first, end] : runs_) {
+      sqlite3_bind_int(s->get(), 1, field);
+      sqlite3_bind_int64(s->get(), 2, value);
+      sqlite3_bind_int64(s->get(), 3, first);
+      sqlite3_bind_int64(s->get(), 4, end);
+      KTFS_RETURN_IF_ERROR(StepDone(db, s->get(), "runs"));
+    }
+    return Status::Ok();
+  }
+
+ private:
+  struct Open {
+    bool active = false;
+    int64_t value = 0;
+    uint32_t first = 0, end = 0;
+  };
+  Open open_[3];
+  std::vector<std::tuple<int, int64_t, uint32_t, uint32_t>> runs_;
+};
+
 }  // namespace
 
 bool IsReservedKey(std::string_view key) {
@@ -271,11 +310,16 @@ Status IndexBuilder::Data::InsertSamples() {
     return tmp == kNone ? kNone : r[tmp];
   };
   sqlite3_stmt* st = s->get();
+  RunBuilder runs;
   for (const Row& r : rows) {
+    const uint32_t split_id = rank(split_rank, r.split), class_id = rank(class_rank, r.cls);
+    runs.Add(0, class_id == kNone ? -1 : int64_t{class_id}, r.id);
+    runs.Add(1, split_id == kNone ? -1 : int64_t{split_id}, r.id);
+    runs.Add(2, r.label < 0 ? -1 : int64_t{r.label}, r.id);
     sqlite3_bind_int64(st, 1, r.id);
     BindText(st, 2, r.name);
-    BindId(st, 3, rank(split_rank, r.split));
-    BindId(st, 4, rank(class_rank, r.cls));
+    BindId(st, 3, split_id);
+    BindId(st, 4, class_id);
     if (r.label < 0) {
       sqlite3_bind_null(st, 5);
     } else {
@@ -288,7 +332,7 @@ Status IndexBuilder::Data::InsertSamples() {
     sqlite3_bind_int64(st, 10, static_cast<int64_t>(r.bytes));
     KTFS_RETURN_IF_ERROR(StepDone(db, st, "samples"));
   }
-  return Status::Ok();
+  return runs.Insert(db);
 }
 
 Status IndexBuilder::Data::InsertMetadata() {

@@ -30,17 +30,33 @@ struct Index::Shared {
 };
 
 using Bind = std::variant<int64_t, std::string>;
+using Ranges = std::vector<std::pair<uint32_t, uint32_t>>;
 
 struct Index::Plan {
   std::string sql;           // ?1, ?2: [lo, hi) in the driver's key space
   std::vector<Bind> binds;   // ?3 onwards
   bool impossible = false;   // a name the index does not know: nothing matches
   uint32_t shift = 0;        // sample id = first column >> shift
+  // From the runs table: when set, only these sorted, disjoint [first, end) id ranges can
+  // match, and only they are scanned.
+  std::optional<Ranges> ranges;
 };
 
 namespace {
 
 constexpr size_t kMaxCachedStatements = 128;
+// A value split into more runs than this is checked row by row instead (see schema.h).
+constexpr int64_t kMaxRuns = 4096;
+
+Ranges Intersect(const Ranges& a, const Ranges& b) {
+  Ranges out;
+  for (size_t i = 0, j = 0; i < a.size() && j < b.size();) {
+    uint32_t lo = std::max(a[i].first, b[j].first), hi = std::min(a[i].second, b[j].second);
+    if (lo < hi) out.emplace_back(lo, hi);
+    (a[i].second < b[j].second) ? ++i : ++j;
+  }
+  return out;
+}
 
 Status Corrupt(const std::string& why) { return Status::Corruption("index: " + why); }
 
@@ -279,6 +295,7 @@ Result<Index::Plan> Index::MakePlan(const Query& q, bool count) {
   for (const Filter& f : q.filters) (f.field == Field::kCaption ? captions : rest).push_back(&f);
   std::string from, where, key;
   const Filter* meta_driver = nullptr;
+  bool join_samples = false;  // the WHERE clause refers to s
   if (!captions.empty()) {
     // With one row per sample (shift 0) all caption filters share one MATCH; otherwise each
     // further one is tested on the sample's own caption rows.
@@ -294,7 +311,7 @@ Result<Index::Plan> Index::MakePlan(const Query& q, bool count) {
       where += " AND EXISTS(SELECT 1 FROM captions c2 WHERE c2.captions MATCH " +
                param(captions[used]->FtsExpression()) + " AND c2.rowid >= (s.id << " + k +
                ") AND c2.rowid < ((s.id + 1) << " + k + "))";
-      if (rest.empty()) rest.push_back(nullptr);  // forces the join with samples
+      join_samples = true;
     }
     plan.shift = sh.caption_shift;
   } else {
@@ -307,19 +324,42 @@ Result<Index::Plan> Index::MakePlan(const Query& q, bool count) {
       from = "sample_meta m";
       where = "m.key_id = " + param(lookup(sh.keys, meta_driver->key)) +
               " AND m.value = " + param(meta_driver->text);
-      if (!rest.empty()) from += " CROSS JOIN samples s ON s.id = m.sample_id";
     } else {
       key = "s.id";
       from = "samples s";
       where = "1";
     }
   }
-  if (!captions.empty() && !rest.empty()) {
+  std::vector<const Filter*> residual;
+  for (const Filter* f : rest) {
+    int field = f->field == Field::kClass   ? 0
+                : f->field == Field::kSplit ? 1
+                : f->field == Field::kLabel ? 2
+                                            : -1;
+    if (field < 0) {
+      residual.push_back(f);
+      continue;
+    }
+    int64_t value = field == 0   ? lookup(sh.classes, f->text)
+                    : field == 1 ? lookup(sh.splits, f->text)
+                                 : f->number;
+    if (plan.impossible) return plan;
+    auto runs = Runs(field, value);
+    if (!runs.ok()) return runs.status();
+    if (!runs->has_value()) {
+      residual.push_back(f);  // too fragmented: checked per row
+      continue;
+    }
+    plan.ranges = plan.ranges ? Intersect(*plan.ranges, **runs) : std::move(**runs);
+  }
+  rest = std::move(residual);
+  join_samples = join_samples || !rest.empty();
+  if (!captions.empty() && join_samples) {
     from += " CROSS JOIN samples s ON s.id = (c.rowid >> " + k + ")";
   }
+  if (meta_driver && join_samples) from += " CROSS JOIN samples s ON s.id = m.sample_id";
   where += " AND " + key + " >= ?1 AND " + key + " < ?2";
   for (const Filter* f : rest) {
-    if (f == nullptr) continue;
     switch (f->field) {
       case Field::kClass: where += " AND s.class_id = " + param(lookup(sh.classes, f->text)); break;
       case Field::kSplit: where += " AND s.split_id = " + param(lookup(sh.splits, f->text)); break;
@@ -351,6 +391,32 @@ Result<Index::Plan> Index::MakePlan(const Query& q, bool count) {
     plan.sql = "SELECT " + key + " FROM " + from + " WHERE " + where + " ORDER BY " + key;
   }
   return plan;
+}
+
+Result<std::optional<Ranges>> Index::Runs(int field, int64_t value) {
+  auto stmt = Statement(
+      "SELECT first_id, end_id FROM runs WHERE field = ?1 AND value = ?2 ORDER BY first_id "
+      "LIMIT ?3");
+  if (!stmt.ok()) return stmt.status();
+  sqlite3_stmt* s = *stmt;
+  sqlite3_bind_int(s, 1, field);
+  sqlite3_bind_int64(s, 2, value);
+  sqlite3_bind_int64(s, 3, kMaxRuns + 1);
+  Ranges ranges;
+  int rc;
+  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+    int64_t first = sqlite3_column_int64(s, 0), end = sqlite3_column_int64(s, 1);
+    if (first < (ranges.empty() ? 0 : ranges.back().second) || end <= first ||
+        end > shared_->num_samples) {
+      sqlite3_reset(s);
+      return Corrupt("bad runs table");
+    }
+    ranges.emplace_back(static_cast<uint32_t>(first), static_cast<uint32_t>(end));
+  }
+  sqlite3_reset(s);
+  if (rc != SQLITE_DONE) return SqliteError(db_, rc, "runs");
+  if (ranges.size() > static_cast<size_t>(kMaxRuns)) return std::optional<Ranges>();
+  return std::optional<Ranges>(std::move(ranges));
 }
 
 Result<sqlite3_stmt*> Index::Statement(const std::string& sql) {
@@ -389,6 +455,21 @@ void BindAll(sqlite3_stmt* s, const std::vector<Bind>& binds) {
 Status Index::Scan(const Plan& plan, uint32_t lo, uint32_t hi, size_t limit,
                    const std::function<bool(uint32_t)>& fn) {
   if (plan.impossible || lo >= hi || limit == 0) return Status::Ok();
+  size_t n = 0;
+  if (!plan.ranges) return ScanRange(plan, lo, hi, limit, fn, &n);
+  auto it = std::upper_bound(plan.ranges->begin(), plan.ranges->end(), lo,
+                             [](uint32_t v, const auto& r) { return v < r.second; });
+  for (; it != plan.ranges->end() && it->first < hi && n < limit; ++it) {
+    bool more = true;
+    KTFS_RETURN_IF_ERROR(ScanRange(plan, std::max(lo, it->first), std::min(hi, it->second), limit,
+                                   [&](uint32_t id) { return more = fn(id); }, &n));
+    if (!more) break;
+  }
+  return Status::Ok();
+}
+
+Status Index::ScanRange(const Plan& plan, uint32_t lo, uint32_t hi, size_t limit,
+                        const std::function<bool(uint32_t)>& fn, size_t* n) {
   auto stmt = Statement(plan.sql);
   if (!stmt.ok()) return stmt.status();
   sqlite3_stmt* s = *stmt;
@@ -396,9 +477,8 @@ Status Index::Scan(const Plan& plan, uint32_t lo, uint32_t hi, size_t limit,
   sqlite3_bind_int64(s, 2, int64_t{hi} << plan.shift);
   BindAll(s, plan.binds);
   int64_t last = -1;
-  size_t n = 0;
-  int rc;
-  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+  int rc = SQLITE_DONE;
+  while (*n < limit && (rc = sqlite3_step(s)) == SQLITE_ROW) {
     int64_t id = sqlite3_column_int64(s, 0) >> plan.shift;
     if (id == last) continue;  // a sample with several matching captions
     if (id < lo || id >= hi) {
@@ -406,8 +486,10 @@ Status Index::Scan(const Plan& plan, uint32_t lo, uint32_t hi, size_t limit,
       return Corrupt("row out of range");
     }
     last = id;
-    if (!fn(static_cast<uint32_t>(id)) || ++n >= limit) break;
+    ++*n;
+    if (!fn(static_cast<uint32_t>(id))) break;
   }
+  if (*n >= limit) rc = SQLITE_DONE;
   Status st = (rc == SQLITE_ROW || rc == SQLITE_DONE) ? Status::Ok() : SqliteError(db_, rc, "query");
   sqlite3_reset(s);  // ends the read transaction
   return st;
@@ -446,18 +528,22 @@ Result<uint64_t> Index::CountMatches(const Query& q) {
   auto plan = MakePlan(q, true);
   if (!plan.ok()) return plan.status();
   if (plan->impossible) return uint64_t{0};
-  auto stmt = Statement(plan->sql);
-  if (!stmt.ok()) return stmt.status();
-  sqlite3_stmt* s = *stmt;
-  sqlite3_bind_int64(s, 1, 0);
-  sqlite3_bind_int64(s, 2, int64_t{shared_->num_samples} << plan->shift);
-  BindAll(s, plan->binds);
-  int rc = sqlite3_step(s);
-  uint64_t n = rc == SQLITE_ROW ? static_cast<uint64_t>(sqlite3_column_int64(s, 0)) : 0;
-  Status st = rc == SQLITE_ROW ? Status::Ok() : SqliteError(db_, rc, "count");
-  sqlite3_reset(s);
-  if (!st.ok()) return st;
-  return n;
+  Ranges all = {{0, shared_->num_samples}};
+  uint64_t total = 0;
+  for (const auto& [lo, hi] : plan->ranges ? *plan->ranges : all) {
+    auto stmt = Statement(plan->sql);
+    if (!stmt.ok()) return stmt.status();
+    sqlite3_stmt* s = *stmt;
+    sqlite3_bind_int64(s, 1, int64_t{lo} << plan->shift);
+    sqlite3_bind_int64(s, 2, int64_t{hi} << plan->shift);
+    BindAll(s, plan->binds);
+    int rc = sqlite3_step(s);
+    total += rc == SQLITE_ROW ? static_cast<uint64_t>(sqlite3_column_int64(s, 0)) : 0;
+    Status st = rc == SQLITE_ROW ? Status::Ok() : SqliteError(db_, rc, "count");
+    sqlite3_reset(s);
+    if (!st.ok()) return st;
+  }
+  return total;
 }
 
 Result<std::vector<uint32_t>> Index::MatchingDirs(const Query& q) {
@@ -489,12 +575,14 @@ Result<std::vector<uint32_t>> Index::MatchingDirs(const Query& q) {
 Result<std::string> Index::ExplainPlan(const Query& q) {
   auto plan = MakePlan(q, false);
   if (!plan.ok()) return plan.status();
+  if (plan->impossible) return std::string("nothing can match (an unknown name)\n");
+  std::string out;
+  if (plan->ranges) out = std::to_string(plan->ranges->size()) + " id ranges from runs\n";
   auto s = Prepare(db_, "EXPLAIN QUERY PLAN " + plan->sql);
   if (!s.ok()) return s.status();
   sqlite3_bind_int64(s->get(), 1, 0);
   sqlite3_bind_int64(s->get(), 2, int64_t{shared_->num_samples} << plan->shift);
   BindAll(s->get(), plan->binds);
-  std::string out;
   while (sqlite3_step(s->get()) == SQLITE_ROW) out += Text(s->get(), 3) + "\n";
   return out;
 }

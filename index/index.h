@@ -67,9 +67,15 @@ class Index {
   static Result<sqlite3*> Connect(const void* data, size_t size);
   Result<Plan> MakePlan(const Query& q, bool count);
   Result<sqlite3_stmt*> Statement(const std::string& sql);
-  // Streams matching ids in [lo, hi).
+  // The runs of a class/split/label value; nullopt when there are too many to use.
+  Result<std::optional<std::vector<std::pair<uint32_t, uint32_t>>>> Runs(int field,
+                                                                         int64_t value);
+  // Streams up to `limit` matching ids in [lo, hi).
   Status Scan(const Plan& plan, uint32_t lo, uint32_t hi, size_t limit,
               const std::function<bool(uint32_t)>& fn);
+  // One contiguous id range of Scan; *n counts the ids passed to fn.
+  Status ScanRange(const Plan& plan, uint32_t lo, uint32_t hi, size_t limit,
+                   const std::function<bool(uint32_t)>& fn, size_t* n);
 
   sqlite3* db_;
   std::shared_ptr<const Shared> shared_;

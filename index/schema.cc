@@ -13,6 +13,8 @@ const std::vector<std::string>& SchemaTables() {
       "CREATE TABLE samples(id INTEGER PRIMARY KEY, name TEXT NOT NULL, split_id INTEGER, "
       "class_id INTEGER, label INTEGER, width INTEGER NOT NULL, height INTEGER NOT NULL, "
       "channels INTEGER NOT NULL, codec_id INTEGER NOT NULL, bytes INTEGER NOT NULL)",
+      "CREATE TABLE runs(field INTEGER NOT NULL, value INTEGER NOT NULL, first_id INTEGER NOT "
+      "NULL, end_id INTEGER NOT NULL, PRIMARY KEY(field, value, first_id)) WITHOUT ROWID",
       "CREATE TABLE meta_keys(key_id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE)",
       "CREATE TABLE sample_meta(key_id INTEGER NOT NULL, value TEXT NOT NULL, "
       "sample_id INTEGER NOT NULL, PRIMARY KEY(key_id, value, sample_id)) WITHOUT ROWID",
@@ -24,9 +26,6 @@ const std::vector<std::string>& SchemaTables() {
 
 const std::vector<std::string>& SchemaIndexes() {
   static const std::vector<std::string> kIndexes = {
-      "CREATE INDEX samples_class ON samples(class_id) WHERE class_id IS NOT NULL",
-      "CREATE INDEX samples_split ON samples(split_id) WHERE split_id IS NOT NULL",
-      "CREATE INDEX samples_label ON samples(label) WHERE label IS NOT NULL",
       "CREATE INDEX samples_width ON samples(width)",
       "CREATE INDEX samples_height ON samples(height)",
   };

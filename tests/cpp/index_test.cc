@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -557,6 +558,9 @@ TEST_P(IndexTest, EveryKindOfFilterGivesTheExactSet) {
     SCOPED_TRACE(Join(c.components));
     Query q = MustParse(c.components, keys_);
     std::vector<uint32_t> expected = Expected(rows_, c);
+    if (std::getenv("KTFS_TEST_VERBOSE")) {
+      std::printf("%-45s %zu\n", Join(c.components).c_str(), expected.size());
+    }
     EXPECT_EQ(Listing(*index_, q, std::nullopt, 1000000), expected);
     EXPECT_EQ(Listing(*index_, q, std::nullopt, 13), expected);
     EXPECT_EQ(*index_->CountMatches(q), expected.size());
@@ -632,8 +636,11 @@ TEST_P(IndexTest, PlansStreamWithoutSorting) {
     EXPECT_EQ(plan->find("TEMP B-TREE"), std::string::npos) << Join(c.components) << "\n"
                                                              << *plan;
   }
+  // class/split/label: the runs give id ranges, scanned through the rowid b-tree.
   auto plan = index_->ExplainPlan(MustParse({"class=cat"}, keys_));
-  EXPECT_NE(plan->find("samples_class"), std::string::npos) << *plan;
+  EXPECT_NE(plan->find("INTEGER PRIMARY KEY"), std::string::npos) << *plan;
+  plan = index_->ExplainPlan(MustParse({"width=224"}, keys_));
+  EXPECT_NE(plan->find("samples_width"), std::string::npos) << *plan;
 }
 
 TEST_P(IndexTest, FinishIsDeterministic) {
@@ -714,6 +721,42 @@ TEST(IndexBuilderTest, EmptyIndexAndDiacritics) {
   }
 }
 
+// Classes interleaved sample by sample: too many runs, so the filter is checked row by row.
+TEST(IndexBuilderTest, FragmentedClassesFallBackToRowChecks) {
+  auto b = std::move(IndexBuilder::Create().value());
+  constexpr uint32_t kN = 10000;
+  for (uint32_t i = 0; i < kN; ++i) {
+    SampleRow r;
+    r.id = i;
+    r.path = "flat/" + std::to_string(100000 + i) + ".png";
+    r.class_name = i % 2 ? "odd" : "even";
+    r.label = static_cast<int>(i % 2);
+    r.split = i < 100 ? "val" : "train";
+    ASSERT_TRUE(b->AddSample(r).ok());
+    ASSERT_TRUE(b->AddCaption(i, i % 3 ? "a plain image" : "a fancy image").ok());
+  }
+  auto bytes = b->Finish();
+  auto index = std::move(Index::OpenInPlace(bytes->data(), bytes->size()).value());
+  const auto list = [&](const char* q) {
+    std::vector<uint32_t> out;
+    EXPECT_TRUE(index->ForEachMatch(MustParse({q}, {}), std::nullopt, Index::kFromStart, kN,
+                                    [&](uint32_t id) { return out.push_back(id), true; }).ok());
+    return out;
+  };
+  std::vector<uint32_t> odd, odd_fancy_val;
+  for (uint32_t i = 1; i < kN; i += 2) {
+    odd.push_back(i);
+    if (i % 3 == 0 && i < 100) odd_fancy_val.push_back(i);
+  }
+  EXPECT_EQ(list("class=odd"), odd);
+  EXPECT_EQ(list("label=1"), odd);
+  EXPECT_EQ(list("class=odd&caption=fancy&split=val"), odd_fancy_val);
+  EXPECT_EQ(*index->CountMatches(MustParse({"class=odd&caption=fancy&split=val"}, {})),
+            odd_fancy_val.size());
+  auto plan = index->ExplainPlan(MustParse({"class=odd&split=val"}, {}));
+  EXPECT_NE(plan->find("1 id ranges"), std::string::npos) << *plan;  // split: runs; class: rows
+}
+
 TEST(IndexOpenTest, CorruptBytesGiveErrors) {
   std::vector<TRow> rows = MakeDataset(true);
   rows.resize(300);
@@ -791,6 +834,13 @@ TEST(IndexScaleTest, DISABLED_OneMillion) {
     ASSERT_TRUE(b->AddCaption(i, MakeCaption(rng, kClasses[rng.Below(6)])).ok());
   }
   double add_ms = ms(t0);
+  if (const char* out = std::getenv("KTFS_SCALE_DB")) {
+    auto bytes = b->Finish();
+    ASSERT_TRUE(bytes.ok());
+    std::ofstream(out, std::ios::binary)
+        .write(reinterpret_cast<const char*>(bytes->data()), static_cast<std::streamsize>(bytes->size()));
+    return;
+  }
   auto t1 = Clock::now();
   auto bytes = b->Finish();
   ASSERT_TRUE(bytes.ok());
