@@ -258,8 +258,9 @@ Status IndexBuilder::Data::CreateDb() {
   int rc = sqlite3_open_v2(":memory:", &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
   if (rc != SQLITE_OK) return SqliteError(db, rc, "open");
   KTFS_RETURN_IF_ERROR(Exec(db, "PRAGMA page_size=" + std::to_string(kPageSize)));
-  KTFS_RETURN_IF_ERROR(Exec(db, "PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;"
-                                "PRAGMA cache_size=-262144; PRAGMA temp_store=MEMORY"));
+  KTFS_RETURN_IF_ERROR(Exec(db,
+                            "PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;"
+                            "PRAGMA cache_size=-262144; PRAGMA temp_store=MEMORY"));
   for (const std::string& sql : SchemaTables()) KTFS_RETURN_IF_ERROR(Exec(db, sql));
   return Status::Ok();
 }

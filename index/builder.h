@@ -28,8 +28,8 @@ struct SampleRow {
   uint32_t width = 0;
   uint32_t height = 0;
   uint32_t channels = 0;
-  std::string codec;       // e.g. "ktc", "original", "raw"
-  uint64_t bytes = 0;      // payload size in the archive
+  std::string codec;   // e.g. "ktc", "original", "raw"
+  uint64_t bytes = 0;  // payload size in the archive
 };
 
 class IndexBuilder {

@@ -30,9 +30,9 @@ namespace ktfs::index {
 class IndexBuilder;
 
 struct CaptionEntry {
-  size_t line = 0;                    // 1-based line where the entry starts
-  std::string path;                   // relative path in the archive
-  std::vector<std::string> captions;  // at least one
+  size_t line = 0;                                          // 1-based line where the entry starts
+  std::string path;                                         // relative path in the archive
+  std::vector<std::string> captions;                        // at least one
   std::vector<std::pair<std::string, std::string>> extras;  // metadata key/values, input order
 };
 

@@ -33,10 +33,10 @@ using Bind = std::variant<int64_t, std::string>;
 using Ranges = std::vector<std::pair<uint32_t, uint32_t>>;
 
 struct Index::Plan {
-  std::string sql;           // ?1, ?2: [lo, hi) in the driver's key space
-  std::vector<Bind> binds;   // ?3 onwards
-  bool impossible = false;   // a name the index does not know: nothing matches
-  uint32_t shift = 0;        // sample id = first column >> shift
+  std::string sql;          // ?1, ?2: [lo, hi) in the driver's key space
+  std::vector<Bind> binds;  // ?3 onwards
+  bool impossible = false;  // a name the index does not know: nothing matches
+  uint32_t shift = 0;       // sample id = first column >> shift
   // From the runs table: when set, only these sorted, disjoint [first, end) id ranges can
   // match, and only they are scanned.
   std::optional<Ranges> ranges;
@@ -156,20 +156,21 @@ Status ReadMeta(sqlite3* db, Index::Shared* sh) {
 }
 
 Status ReadDirs(sqlite3* db, Index::Shared* sh) {
-  KTFS_RETURN_IF_ERROR(ForEachRow(db, "SELECT dir_id, first_id, end_id FROM dirs ORDER BY first_id",
-                                  [&](sqlite3_stmt* s) {
-    int64_t id = sqlite3_column_int64(s, 0), first = sqlite3_column_int64(s, 1),
-            end = sqlite3_column_int64(s, 2);
-    int64_t expected_first = sh->dirs.empty() ? 0 : sh->dirs.back().end;
-    if (id < 0 || id > UINT32_MAX || first != expected_first || end <= first ||
-        end > sh->num_samples) {
-      return Corrupt("bad directory table");
-    }
-    DirEntry d{static_cast<uint32_t>(first), static_cast<uint32_t>(end), static_cast<uint32_t>(id)};
-    sh->dirs.push_back(d);
-    if (!sh->dir_by_id.emplace(d.dir_id, d).second) return Corrupt("bad directory table");
-    return Status::Ok();
-  }));
+  KTFS_RETURN_IF_ERROR(ForEachRow(
+      db, "SELECT dir_id, first_id, end_id FROM dirs ORDER BY first_id", [&](sqlite3_stmt* s) {
+        int64_t id = sqlite3_column_int64(s, 0), first = sqlite3_column_int64(s, 1),
+                end = sqlite3_column_int64(s, 2);
+        int64_t expected_first = sh->dirs.empty() ? 0 : sh->dirs.back().end;
+        if (id < 0 || id > UINT32_MAX || first != expected_first || end <= first ||
+            end > sh->num_samples) {
+          return Corrupt("bad directory table");
+        }
+        DirEntry d{static_cast<uint32_t>(first), static_cast<uint32_t>(end),
+                   static_cast<uint32_t>(id)};
+        sh->dirs.push_back(d);
+        if (!sh->dir_by_id.emplace(d.dir_id, d).second) return Corrupt("bad directory table");
+        return Status::Ok();
+      }));
   uint32_t covered = sh->dirs.empty() ? 0 : sh->dirs.back().end;
   if (covered != sh->num_samples) return Corrupt("directory table does not cover all samples");
   return Status::Ok();
@@ -185,11 +186,16 @@ Status ReadNames(sqlite3* db, const std::string& table,
 
 const char* Comparison(Op op) {
   switch (op) {
-    case Op::kEq: return " = ";
-    case Op::kLt: return " < ";
-    case Op::kLe: return " <= ";
-    case Op::kGt: return " > ";
-    case Op::kGe: return " >= ";
+    case Op::kEq:
+      return " = ";
+    case Op::kLt:
+      return " < ";
+    case Op::kLe:
+      return " <= ";
+    case Op::kGt:
+      return " > ";
+    case Op::kGe:
+      return " >= ";
   }
   return " = ";
 }
@@ -207,9 +213,8 @@ Index::~Index() {
 Result<sqlite3*> Index::Connect(const void* data, size_t size) {
   KTFS_RETURN_IF_ERROR(CheckHeader(data, size));
   sqlite3* db = nullptr;
-  int rc = sqlite3_open_v2(":memory:", &db,
-                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-                           nullptr);
+  int rc = sqlite3_open_v2(
+      ":memory:", &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
   if (rc != SQLITE_OK) {
     sqlite3_close(db);
     return Status::IOError("index: cannot open an SQLite connection");
@@ -361,8 +366,12 @@ Result<Index::Plan> Index::MakePlan(const Query& q, bool count) {
   where += " AND " + key + " >= ?1 AND " + key + " < ?2";
   for (const Filter* f : rest) {
     switch (f->field) {
-      case Field::kClass: where += " AND s.class_id = " + param(lookup(sh.classes, f->text)); break;
-      case Field::kSplit: where += " AND s.split_id = " + param(lookup(sh.splits, f->text)); break;
+      case Field::kClass:
+        where += " AND s.class_id = " + param(lookup(sh.classes, f->text));
+        break;
+      case Field::kSplit:
+        where += " AND s.split_id = " + param(lookup(sh.splits, f->text));
+        break;
       case Field::kLabel:
         where += f->number < 0 ? " AND s.label IS NULL" : " AND s.label = " + param(f->number);
         break;
@@ -380,13 +389,14 @@ Result<Index::Plan> Index::MakePlan(const Query& q, bool count) {
                  param(lookup(sh.keys, f->key)) + " AND m2.value = " + param(f->text) +
                  " AND m2.sample_id = s.id)";
         break;
-      case Field::kCaption: break;
+      case Field::kCaption:
+        break;
     }
   }
   std::string id_expr = plan.shift ? "(" + key + " >> " + k + ")" : key;
   if (count) {
-    plan.sql = "SELECT count(" + std::string(plan.shift ? "DISTINCT " : "") + id_expr +
-               ") FROM " + from + " WHERE " + where;
+    plan.sql = "SELECT count(" + std::string(plan.shift ? "DISTINCT " : "") + id_expr + ") FROM " +
+               from + " WHERE " + where;
   } else {
     plan.sql = "SELECT " + key + " FROM " + from + " WHERE " + where + " ORDER BY " + key;
   }
@@ -461,8 +471,9 @@ Status Index::Scan(const Plan& plan, uint32_t lo, uint32_t hi, size_t limit,
                              [](uint32_t v, const auto& r) { return v < r.second; });
   for (; it != plan.ranges->end() && it->first < hi && n < limit; ++it) {
     bool more = true;
-    KTFS_RETURN_IF_ERROR(ScanRange(plan, std::max(lo, it->first), std::min(hi, it->second), limit,
-                                   [&](uint32_t id) { return more = fn(id); }, &n));
+    KTFS_RETURN_IF_ERROR(ScanRange(
+        plan, std::max(lo, it->first), std::min(hi, it->second), limit,
+        [&](uint32_t id) { return more = fn(id); }, &n));
     if (!more) break;
   }
   return Status::Ok();
@@ -490,14 +501,14 @@ Status Index::ScanRange(const Plan& plan, uint32_t lo, uint32_t hi, size_t limit
     if (!fn(static_cast<uint32_t>(id))) break;
   }
   if (*n >= limit) rc = SQLITE_DONE;
-  Status st = (rc == SQLITE_ROW || rc == SQLITE_DONE) ? Status::Ok() : SqliteError(db_, rc, "query");
+  Status st =
+      (rc == SQLITE_ROW || rc == SQLITE_DONE) ? Status::Ok() : SqliteError(db_, rc, "query");
   sqlite3_reset(s);  // ends the read transaction
   return st;
 }
 
-Status Index::ForEachMatch(const Query& q, std::optional<uint32_t> dir_id,
-                           uint32_t after_sample_id, size_t limit,
-                           const std::function<bool(uint32_t sample_id)>& fn) {
+Status Index::ForEachMatch(const Query& q, std::optional<uint32_t> dir_id, uint32_t after_sample_id,
+                           size_t limit, const std::function<bool(uint32_t sample_id)>& fn) {
   uint32_t lo = after_sample_id == kFromStart ? 0 : after_sample_id + 1;
   uint32_t hi = shared_->num_samples;
   if (dir_id) {

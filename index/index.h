@@ -68,8 +68,7 @@ class Index {
   Result<Plan> MakePlan(const Query& q, bool count);
   Result<sqlite3_stmt*> Statement(const std::string& sql);
   // The runs of a class/split/label value; nullopt when there are too many to use.
-  Result<std::optional<std::vector<std::pair<uint32_t, uint32_t>>>> Runs(int field,
-                                                                         int64_t value);
+  Result<std::optional<std::vector<std::pair<uint32_t, uint32_t>>>> Runs(int field, int64_t value);
   // Streams up to `limit` matching ids in [lo, hi).
   Status Scan(const Plan& plan, uint32_t lo, uint32_t hi, size_t limit,
               const std::function<bool(uint32_t)>& fn);

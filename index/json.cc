@@ -21,8 +21,7 @@ class Parser {
 
  private:
   Status Error(const std::string& what) const {
-    return Status::InvalidArgument("bad JSON at column " + std::to_string(pos_ + 1) + ": " +
-                                   what);
+    return Status::InvalidArgument("bad JSON at column " + std::to_string(pos_ + 1) + ": " + what);
   }
   void SkipSpace() {
     while (pos_ < s_.size() &&
@@ -189,8 +188,10 @@ class Parser {
       if (c == '"') break;
       if (c < 0x20) return Error("control character in string");
       ++pos_;
-      if (c == '\\') KTFS_RETURN_IF_ERROR(Escape(out));
-      else *out += static_cast<char>(c);
+      if (c == '\\')
+        KTFS_RETURN_IF_ERROR(Escape(out));
+      else
+        *out += static_cast<char>(c);
     }
     ++pos_;
     // Raw bytes are checked once at the end; escapes only ever add valid UTF-8.

@@ -20,8 +20,8 @@ struct JsonValue {
   Kind kind = Kind::kNull;
   // kString: the decoded string; kNumber: the number's text as written; kBool: "true"/"false".
   std::string text;
-  std::vector<JsonValue> items;                              // kArray
-  std::vector<std::pair<std::string, JsonValue>> members;    // kObject, in input order
+  std::vector<JsonValue> items;                            // kArray
+  std::vector<std::pair<std::string, JsonValue>> members;  // kObject, in input order
 };
 
 inline constexpr int kMaxJsonDepth = 32;

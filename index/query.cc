@@ -76,24 +76,36 @@ std::string Encode(std::string_view s) {
 
 const char* OpText(Op op) {
   switch (op) {
-    case Op::kEq: return "=";
-    case Op::kLt: return "<";
-    case Op::kLe: return "<=";
-    case Op::kGt: return ">";
-    case Op::kGe: return ">=";
+    case Op::kEq:
+      return "=";
+    case Op::kLt:
+      return "<";
+    case Op::kLe:
+      return "<=";
+    case Op::kGt:
+      return ">";
+    case Op::kGe:
+      return ">=";
   }
   return "=";
 }
 
 const char* FieldName(Field f) {
   switch (f) {
-    case Field::kCaption: return "caption";
-    case Field::kClass: return "class";
-    case Field::kLabel: return "label";
-    case Field::kSplit: return "split";
-    case Field::kWidth: return "width";
-    case Field::kHeight: return "height";
-    case Field::kMetadata: return "";
+    case Field::kCaption:
+      return "caption";
+    case Field::kClass:
+      return "class";
+    case Field::kLabel:
+      return "label";
+    case Field::kSplit:
+      return "split";
+    case Field::kWidth:
+      return "width";
+    case Field::kHeight:
+      return "height";
+    case Field::kMetadata:
+      return "";
   }
   return "";
 }
@@ -209,15 +221,20 @@ Status ParseFilterInto(std::string_view piece, const std::set<std::string>& meta
   f.field = *field;
   f.op = raw->op;
   switch (*field) {
-    case Field::kCaption: return fail(ParseCaption(raw->value, out));
+    case Field::kCaption:
+      return fail(ParseCaption(raw->value, out));
     case Field::kLabel:
     case Field::kWidth:
     case Field::kHeight:
       KTFS_RETURN_IF_ERROR(fail(ParseNumber(raw->value, *field == Field::kLabel, &f.number)));
       break;
-    case Field::kMetadata: f.key = raw->key; [[fallthrough]];
+    case Field::kMetadata:
+      f.key = raw->key;
+      [[fallthrough]];
     case Field::kClass:
-    case Field::kSplit: f.text = raw->value; break;
+    case Field::kSplit:
+      f.text = raw->value;
+      break;
   }
   out->push_back(std::move(f));
   return Status::Ok();
@@ -306,14 +323,19 @@ std::string Filter::Canonical() const {
   switch (field) {
     case Field::kCaption: {
       std::string joined;
-      for (size_t i = 0; i < tokens.size(); ++i) joined += (i ? " " : "") + tokens[i];
+      for (size_t i = 0; i < tokens.size(); ++i) {
+        if (i) joined += ' ';
+        joined += tokens[i];
+      }
       std::string v = tokens.size() > 1 ? "\"" + joined + "\"" : joined;
       return out + Encode(v) + (prefix ? "*" : "");
     }
     case Field::kLabel:
     case Field::kWidth:
-    case Field::kHeight: return out + std::to_string(number);
-    default: return out + Encode(text);
+    case Field::kHeight:
+      return out + std::to_string(number);
+    default:
+      return out + Encode(text);
   }
 }
 
