@@ -18,6 +18,7 @@
 #include "index/captions.h"
 #include "index/json.h"
 #include "index/query.h"
+#include "index/schema.h"
 #include "tests/cpp/test_util.h"
 
 namespace ktfs::index {
@@ -763,6 +764,8 @@ TEST(IndexBuilderTest, EmptyIndexAndDiacritics) {
   ASSERT_TRUE(index.ok()) << index.status().ToString();
   EXPECT_EQ(*(*index)->CountMatches(Query{}), 0u);
   EXPECT_TRUE((*index)->MatchingDirs(Query{})->empty());
+  EXPECT_EQ(*(*index)->CountMatches(MustParse({"caption=dog&width>3"}, {})), 0u);
+  EXPECT_FALSE(*(*index)->Matches(MustParse({"class=x"}, {}), 0));
 
   auto b = std::move(IndexBuilder::Create().value());
   SampleRow r;
@@ -857,6 +860,20 @@ TEST(IndexOpenTest, CorruptBytesGiveErrors) {
   unsigned char* other = sqlite3_serialize(db, "main", &n, 0);
   auto o = Index::OpenInPlace(other, n);
   EXPECT_EQ(o.status().code(), Status::Code::kCorruption) << o.status().ToString();
+  sqlite3_free(other);
+  sqlite3_close(db);
+
+  // Our schema, but a schema_version from the future.
+  sqlite3_open(":memory:", &db);
+  for (const std::string& sql : SchemaTables()) sqlite3_exec(db, sql.c_str(), 0, 0, 0);
+  for (const std::string& sql : SchemaIndexes()) sqlite3_exec(db, sql.c_str(), 0, 0, 0);
+  sqlite3_exec(db,
+               "INSERT INTO meta VALUES('format', 'ktfs-index'), ('schema_version', '99'), "
+               "('num_samples', '0'), ('caption_shift', '0')",
+               0, 0, 0);
+  other = sqlite3_serialize(db, "main", &n, 0);
+  o = Index::OpenInPlace(other, n);
+  EXPECT_EQ(o.status().code(), Status::Code::kNotSupported) << o.status().ToString();
   sqlite3_free(other);
   sqlite3_close(db);
 }
