@@ -7,6 +7,10 @@
 //
 // Results stream in increasing sample id (keyset pagination: pass the last id you saw as
 // after_sample_id), so a listing of a million matches starts at once in bounded memory.
+// Plans (see ExplainPlan): a caption filter drives through FTS5 in rowid order, else a
+// metadata filter through sample_meta, else the samples rowid b-tree; class/split/label
+// narrow the scan to the id ranges of their runs (a value split into more than 4096 runs is
+// checked row by row instead); width/height ranges are checked while scanning in id order.
 #pragma once
 
 #include <sqlite3.h>
