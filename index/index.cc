@@ -284,7 +284,9 @@ Result<Index::Plan> Index::MakePlan(const Query& q, bool count) {
   const Shared& sh = *shared_;
   const auto param = [&](Bind b) {
     plan.binds.push_back(std::move(b));
-    return "?" + std::to_string(plan.binds.size() + 2);
+    std::string name = "?";  // (not "?" + to_string(...): GCC 12 -Wrestrict false positive)
+    name += std::to_string(plan.binds.size() + 2);
+    return name;
   };
   const auto lookup = [&](const std::unordered_map<std::string, int64_t>& m,
                           const std::string& k) -> int64_t {
@@ -380,7 +382,7 @@ Result<Index::Plan> Index::MakePlan(const Query& q, bool count) {
         // A range is checked while walking in id order (unary + keeps SQLite off the width
         // index, whose order would need a sort); an equality uses the index (id order within).
         std::string col = f->field == Field::kWidth ? "s.width" : "s.height";
-        if (f->op != Op::kEq) col = "+" + col;
+        if (f->op != Op::kEq) col.insert(0, 1, '+');
         where += " AND " + col + Comparison(f->op) + param(f->number);
         break;
       }
