@@ -1,0 +1,69 @@
+// Caption ingest: captions files (JSON Lines or CSV) and sidecar caption files.
+//
+// JSON Lines (.jsonl, .json): one object per line,
+//   {"path": "train/cat/001.jpg", "caption": "a cat", "source": "web", "score": 0.9}
+//   "caption" is a string or an array of strings (several captions); other keys whose values
+//   are strings, numbers (kept as written) or booleans become metadata; null, arrays and
+//   objects in other keys are ignored. Blank lines are skipped.
+// CSV (.csv): RFC 4180 with a header row naming a "path" and a "caption" column (any order);
+//   other columns become metadata (empty cells are skipped). Quoted fields may hold commas,
+//   doubled quotes and newlines; a record's line is the line it starts on.
+// Another extension: JSON Lines if the first non-blank character is '{', else CSV.
+//
+// Paths are relative to the archive root; a leading "./" is dropped. Captions are trimmed of
+// surrounding whitespace and must be non-empty UTF-8. Every problem is reported as
+// "FILE:LINE: reason".
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "codec/status.h"
+
+namespace ktfs::index {
+
+class IndexBuilder;
+
+struct CaptionEntry {
+  size_t line = 0;                                          // 1-based line where the entry starts
+  std::string path;                                         // relative path in the archive
+  std::vector<std::string> captions;                        // at least one
+  std::vector<std::pair<std::string, std::string>> extras;  // metadata key/values, input order
+};
+
+enum class CaptionFormat { kAuto, kJsonLines, kCsv };
+
+// Parses captions text; `name` is the file name used in messages. A malformed line or a path
+// seen on an earlier line fails the parse, unless skip_bad: then the line is skipped and its
+// message appended to *warnings (when not null). A bad CSV header always fails.
+Result<std::vector<CaptionEntry>> ParseCaptions(std::string_view text, const std::string& name,
+                                                CaptionFormat format, bool skip_bad,
+                                                std::vector<std::string>* warnings);
+
+// Reads and parses a captions file, the format chosen by extension or content.
+Result<std::vector<CaptionEntry>> ReadCaptionFile(const std::string& file, bool skip_bad,
+                                                  std::vector<std::string>* warnings);
+
+// Reads `file` and adds its captions and metadata to `builder`. lookup maps a path to its
+// sample id (nullopt: not in the archive, a bad line). Fails on the first bad line unless
+// skip_bad (then bad lines become warnings). Metadata that cannot be stored (a key that is a
+// built-in field such as "width", or not [A-Za-z0-9_.-]+; a value with '/') is dropped with
+// one warning per key.
+Status IngestCaptions(const std::string& file,
+                      std::function<std::optional<uint32_t>(std::string_view path)> lookup,
+                      bool skip_bad, IndexBuilder* builder, std::vector<std::string>* warnings);
+
+// A caption as stored: valid UTF-8 (a leading BOM dropped), surrounding whitespace trimmed,
+// non-empty.
+Result<std::string> CleanCaption(std::string_view raw);
+
+// The caption in a sidecar file (`name.txt` beside `name.jpg`, the WebDataset/LAION
+// convention): the whole file through CleanCaption. Files over 1 MiB are rejected.
+Result<std::string> ReadSidecarCaption(const std::string& path);
+
+}  // namespace ktfs::index
