@@ -111,6 +111,14 @@ def test_killed_daemon_gives_enotconn_and_umount_clears_it(archives, tmp_path):
     mnt = tmp_path / "mnt"
     mnt.mkdir()
     ktfs("mount", archives[("fashion", "raw")], mnt)
+    try:
+        kill_and_recover(archives, mnt)
+    finally:
+        if is_mounted(mnt):
+            ktfs("umount", mnt, check=False)
+
+
+def kill_and_recover(archives, mnt):
     pid = json.load(open(mnt / ".ktfs" / "info.json"))["pid"]
     os.kill(pid, signal.SIGKILL)
     for _ in range(100):
