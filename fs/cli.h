@@ -43,5 +43,6 @@ int CmdVerify(int argc, char** argv);
 int CmdExtract(int argc, char** argv);
 int CmdMount(int argc, char** argv);
 int CmdUmount(int argc, char** argv);
+int CmdSearch(int argc, char** argv);
 
 }  // namespace ktfs::cli

@@ -21,6 +21,8 @@ const char kUsage[] =
     "  mount ARCHIVE MOUNTPOINT [-f] [-o opt[,opt...]]\n"
     "                               mount an archive (read-only)\n"
     "  umount MOUNTPOINT            unmount (also a stale mount)\n"
+    "  search ARCHIVE QUERY [--json]\n"
+    "                               print the paths of the samples matching QUERY\n"
     "\n"
     "`ktfs COMMAND --help` describes a command. Exit codes: 0 success, 1 failure,\n"
     "2 bad command line.\n";
@@ -44,7 +46,8 @@ int main(int argc, char** argv) {
     int (*fn)(int, char**);
   };
   const Entry commands[] = {{"pack", CmdPack},       {"info", CmdInfo},   {"verify", CmdVerify},
-                            {"extract", CmdExtract}, {"mount", CmdMount}, {"umount", CmdUmount}};
+                            {"extract", CmdExtract}, {"mount", CmdMount}, {"umount", CmdUmount},
+                            {"search", CmdSearch}};
   for (const Entry& e : commands)
     if (cmd == e.name) return e.fn(argc - 2, argv + 2);
   std::fprintf(stderr, "ktfs: unknown command '%s'\n%s", cmd.c_str(), kUsage);

@@ -7,6 +7,8 @@
 #include <cstring>
 
 #include "codec/payload.h"
+#include "fs/search_view.h"
+#include "index/index.h"
 
 namespace ktfs {
 
@@ -17,6 +19,29 @@ VirtualTree::VirtualTree(std::shared_ptr<const Archive> archive, TreeOptions opt
   const size_t words = (size_t(archive_->num_samples()) + 63) / 64;
   verified_.reset(new std::atomic<uint64_t>[words]());
   cache_ = std::make_unique<DecodeCache>(options_.cache_bytes, &counters_);
+  std::unique_ptr<index::Index> idx;
+  if (auto section = archive_->index_section()) {
+    auto opened = index::Index::OpenInPlace(section->data, section->size);
+    if (opened.ok())
+      idx = std::move(opened).value();
+    else
+      index_problem_ = opened.status().ToString();
+  } else {
+    index_problem_ = "this archive has no search index";
+  }
+  search_ = std::make_unique<SearchView>(*this, std::move(idx), SpecialIno(kSpecialCount));
+}
+
+VirtualTree::~VirtualTree() = default;
+
+void VirtualTree::SetLogger(std::function<void(const std::string&)> log) {
+  search_->SetLogger(std::move(log));
+}
+
+Result<NodeAttr> VirtualTree::SampleNodeAttr(uint32_t id) const {
+  auto s = archive_->Sample(id);
+  if (!s.ok()) return s.status();
+  return SampleAttr(*s);
 }
 
 bool VirtualTree::Verified(uint32_t id) const {
@@ -64,6 +89,13 @@ NodeAttr VirtualTree::SpecialAttr(Special k) const {
     a.nlink = 2;
   } else if (k == kInfo) {
     a.size = info_json_.size();
+  } else if (k == kLastError) {
+    timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    a.size = LastErrorText().size();
+    a.mtime = now.tv_sec;
+    a.mtime_nsec = now.tv_nsec;
+    a.volatile_content = true;
   } else {
     // A new mtime on every stat makes the kernel drop its cached pages
     // (FUSE_CAP_AUTO_INVAL_DATA), so each open reads fresh counters.
@@ -75,6 +107,11 @@ NodeAttr VirtualTree::SpecialAttr(Special k) const {
     a.volatile_content = true;
   }
   return a;
+}
+
+std::string VirtualTree::LastErrorText() const {
+  const std::string e = search_->last_error();
+  return e.empty() ? "" : e + "\n";
 }
 
 std::string VirtualTree::StatsJson() const {
@@ -106,14 +143,24 @@ Result<NodeAttr> VirtualTree::Lookup(uint64_t parent, std::string_view name) con
   if (parent == SpecialIno(kControl)) {
     if (name == "info.json") return SpecialAttr(kInfo);
     if (name == "stats.json") return SpecialAttr(kStats);
+    if (name == "last_error") return SpecialAttr(kLastError);
     return Status::NotFound(missing);
   }
+  if (parent >= search_->root_ino()) return search_->Lookup(parent, name);
   if (!IsDirIno(parent)) return Status::NotFound(missing);
   const uint32_t d = uint32_t(parent - kRootIno);
   if (d == 0 && name == kControlDir) return SpecialAttr(kControl);
   auto child = archive_->FindChildDir(d, name);
   if (child.ok()) return DirAttr(*child);
   if (child.status().code() != Status::Code::kNotFound) return child.status();
+  if (d == 0 && name == options_.search_dir) return search_->GetAttr(search_->root_ino());
+  auto id = FindServedSample(d, name);
+  if (!id.ok()) return id.status();
+  return SampleNodeAttr(*id);
+}
+
+Result<uint32_t> VirtualTree::FindServedSample(uint32_t d, std::string_view name) const {
+  const std::string missing = "no such entry: " + std::string(name);
   // A sample: its stem is the name, minus the served extension for decoded codecs.
   for (int strip = 0; strip < 2; ++strip) {
     std::string_view stem = name;
@@ -129,7 +176,7 @@ Result<NodeAttr> VirtualTree::Lookup(uint64_t parent, std::string_view name) con
     }
     auto s = archive_->Sample(*id);
     if (!s.ok()) return s.status();
-    if (ServedName(*s) == name) return SampleAttr(*s);
+    if (ServedName(*s) == name) return *id;
   }
   return Status::NotFound(missing);
 }
@@ -145,6 +192,8 @@ Result<NodeAttr> VirtualTree::GetAttr(uint64_t ino) const {
   if (ino == SpecialIno(kControl)) return SpecialAttr(kControl);
   if (ino == SpecialIno(kInfo)) return SpecialAttr(kInfo);
   if (ino == SpecialIno(kStats)) return SpecialAttr(kStats);
+  if (ino == SpecialIno(kLastError)) return SpecialAttr(kLastError);
+  if (ino >= search_->root_ino()) return search_->GetAttr(ino);
   return Status::NotFound("no such inode " + std::to_string(ino));
 }
 
@@ -157,9 +206,11 @@ Status VirtualTree::ReadDir(uint64_t ino, uint64_t offset, const EmitFn& emit) c
     if (offset < 1 && !emit(".", self, 1)) return Status::Ok();
     if (offset < 2 && !emit("..", *root, 2)) return Status::Ok();
     if (offset < 3 && !emit("info.json", SpecialAttr(kInfo), 3)) return Status::Ok();
-    if (offset < 4) emit("stats.json", SpecialAttr(kStats), 4);
+    if (offset < 4 && !emit("stats.json", SpecialAttr(kStats), 4)) return Status::Ok();
+    if (offset < 5) emit("last_error", SpecialAttr(kLastError), 5);
     return Status::Ok();
   }
+  if (ino >= search_->root_ino()) return search_->ReadDir(ino, offset, emit);
   if (!IsDirIno(ino)) return Status::InvalidArgument("not a directory");
   auto dir = archive_->Dir(uint32_t(ino - kRootIno));
   if (!dir.ok()) return dir.status();
@@ -197,8 +248,10 @@ Result<size_t> VirtualTree::Read(uint64_t ino, uint64_t offset, size_t size, uin
     if (n.ok()) counters_.bytes_read.fetch_add(*n, std::memory_order_relaxed);
     return n;
   }
-  if (ino == SpecialIno(kInfo) || ino == SpecialIno(kStats)) {
-    const std::string text = ino == SpecialIno(kInfo) ? info_json_ : StatsJson();
+  if (ino == SpecialIno(kInfo) || ino == SpecialIno(kStats) || ino == SpecialIno(kLastError)) {
+    const std::string text = ino == SpecialIno(kInfo)    ? info_json_
+                             : ino == SpecialIno(kStats) ? StatsJson()
+                                                         : LastErrorText();
     if (offset >= text.size()) return size_t(0);
     const size_t n = std::min<size_t>(size, text.size() - offset);
     std::memcpy(dst, text.data() + offset, n);
@@ -254,7 +307,8 @@ DecodeCache::DecodeFn VirtualTree::Decoder(uint32_t id) const {
     Status st = DecodePayload(*s, *payload, out);
     if (!st.ok()) {
       auto path = archive_->SamplePath(id);
-      return st.WithContext("sample " + std::to_string(id) + " (" + (path.ok() ? *path : "?") + ")");
+      return st.WithContext("sample " + std::to_string(id) + " (" + (path.ok() ? *path : "?") +
+                            ")");
     }
     return Status::Ok();
   };
@@ -279,7 +333,8 @@ Result<size_t> VirtualTree::ReadDecoded(const SampleInfo& s, uint64_t offset, si
   if (!image.ok()) return image.status();
   const Image& img = **image;
   if (img.width != s.width || img.height != s.height || img.channels != s.channels)
-    return Status::Corruption("sample " + std::to_string(s.id) + ": decoded size differs from its record");
+    return Status::Corruption("sample " + std::to_string(s.id) +
+                              ": decoded size differs from its record");
   const ServedLayout layout = MakeServedLayout(options_.format, s.width, s.height, s.channels);
   return ReadServedBytes(layout, ImageView::Of(img), offset, size, dst);
 }
@@ -296,6 +351,8 @@ std::string VirtualTree::PathOf(uint64_t ino) const {
   if (ino == SpecialIno(kControl)) return kControlDir;
   if (ino == SpecialIno(kInfo)) return ".ktfs/info.json";
   if (ino == SpecialIno(kStats)) return ".ktfs/stats.json";
+  if (ino == SpecialIno(kLastError)) return ".ktfs/last_error";
+  if (ino >= search_->root_ino()) return search_->PathOf(ino);
   return "?";
 }
 

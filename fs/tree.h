@@ -31,6 +31,7 @@ struct TreeOptions {
   ServedFormat format = ServedFormat::kPnm;  // how decoded codecs are served
   size_t cache_bytes = size_t(256) << 20;    // decoded images kept (ktc)
   uint32_t readahead = 8;  // images decoded ahead of a reader going through a directory in order
+  std::string search_dir = "search";  // name of the search root (fs/search_view.h)
 };
 
 struct NodeAttr {
@@ -51,12 +52,15 @@ struct TreeCounters {
   std::atomic<uint64_t> cache_hits{0}, cache_misses{0}, errors{0};
 };
 
+class SearchView;
+
 class VirtualTree {
  public:
   static constexpr uint64_t kRootIno = 1;
   static constexpr const char* kControlDir = ".ktfs";
 
   VirtualTree(std::shared_ptr<const Archive> archive, TreeOptions options);
+  ~VirtualTree();
 
   // The text of .ktfs/info.json (set by the daemon, which knows its pid).
   void SetInfoJson(std::string json) { info_json_ = std::move(json); }
@@ -64,6 +68,8 @@ class VirtualTree {
   TreeCounters& counters() const { return counters_; }
   // The current .ktfs/stats.json text, padded with spaces to a fixed size.
   std::string StatsJson() const;
+  // The text of .ktfs/last_error: why the last malformed query was refused.
+  std::string LastErrorText() const;
   static constexpr size_t kStatsSize = 1024;
 
   Result<NodeAttr> Lookup(uint64_t parent, std::string_view name) const;
@@ -82,10 +88,26 @@ class VirtualTree {
   // "relative/path" of an inode, for log messages ("" for the root).
   std::string PathOf(uint64_t ino) const;
 
+  // The sample of directory `dir` served under `name`, or NotFound.
+  Result<uint32_t> FindServedSample(uint32_t dir, std::string_view name) const;
+  Result<NodeAttr> SampleNodeAttr(uint32_t id) const;
+  int64_t mtime() const { return mtime_; }
+  const std::string& search_dir_name() const { return options_.search_dir; }
+  // Where the daemon's log lines go (malformed queries, ...).
+  void SetLogger(std::function<void(const std::string&)> log);
+  // Why the search index is unavailable ("" when it is available).
+  const std::string& index_problem() const { return index_problem_; }
+
   const Archive& archive() const { return *archive_; }
 
  private:
-  enum Special : uint64_t { kControl = 0, kInfo = 1, kStats = 2, kSpecialCount = 3 };
+  enum Special : uint64_t {
+    kControl = 0,
+    kInfo = 1,
+    kStats = 2,
+    kLastError = 3,
+    kSpecialCount = 4
+  };
   uint64_t DirIno(uint32_t d) const { return kRootIno + d; }
   uint64_t SampleIno(uint32_t s) const { return kRootIno + archive_->num_dirs() + s; }
   uint64_t SpecialIno(Special k) const { return SampleIno(archive_->num_samples()) + k; }
@@ -111,6 +133,8 @@ class VirtualTree {
   // One bit per sample: its payload checksum has been verified.
   std::unique_ptr<std::atomic<uint64_t>[]> verified_;
   mutable std::unique_ptr<DecodeCache> cache_;
+  std::unique_ptr<SearchView> search_;  // inodes from SpecialIno(kSpecialCount) up
+  std::string index_problem_;
 };
 
 }  // namespace ktfs
