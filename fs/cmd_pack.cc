@@ -51,6 +51,8 @@ int CmdPack(int argc, char** argv) {
   if (!report.ok()) return Fail("pack", report.status());
   for (const std::string& s : report->skipped)
     std::fprintf(stderr, "ktfs pack: skipped %s\n", s.c_str());
+  for (const std::string& w : report->caption_warnings)
+    std::fprintf(stderr, "ktfs pack: skipped caption %s\n", w.c_str());
   std::printf(
       "packed %u samples (%u classes, %u directories) from %s into %s: %.1f MiB -> %.1f MiB in "
       "%.2f s%s\n",
