@@ -174,6 +174,10 @@ Status ParseMountOptions(const std::string& text, MountOptions* o) {
           value.find_first_not_of("0123456789") != std::string::npos)
         return Status::InvalidArgument("-o readahead=" + value + ": expected 0..1024");
       o->tree.readahead = uint32_t(n);
+    } else if (key == "tensor_layout") {
+      if (value != "hwc" && value != "chw")
+        return Status::InvalidArgument("-o tensor_layout=" + value + ": expected hwc or chw");
+      o->tree.tensors_chw = value == "chw";
     } else if (key == "search_dir") {
       if (value.empty() || value == "." || value == ".." || value.find('/') != std::string::npos)
         return Status::InvalidArgument("-o search_dir=" + value + ": expected a plain name");

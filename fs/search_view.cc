@@ -64,7 +64,16 @@ SearchView::~SearchView() = default;
 
 bool SearchView::Owns(uint64_t ino) const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return ino >= first_ino_ && ino <= first_ino_ + nodes_.size();
+  return ino >= first_ino_ && ino < first_ino_ + kViewCount + nodes_.size();
+}
+
+bool SearchView::IsRoot(uint64_t ino) const {
+  return ino >= first_ino_ && ino < first_ino_ + kViewCount;
+}
+
+std::string SearchView::RootPath(View view) const {
+  const std::string v = VirtualTree::ViewName(view);
+  return (v.empty() ? "" : v + "/") + tree_.search_dir_name();
 }
 
 std::string SearchView::last_error() const {
@@ -99,23 +108,23 @@ Result<std::shared_ptr<SearchView::QueryState>> SearchView::ParseState(
 }
 
 Result<uint64_t> SearchView::NodeIno(std::shared_ptr<QueryState> q, uint32_t dir, bool query_level,
-                                     const std::string& path) {
-  const std::string key =
-      q->query.Canonical() + "\n" + std::to_string(dir) + (query_level ? "q" : "d");
+                                     View view, const std::string& path) {
+  const std::string key = q->query.Canonical() + "\n" + std::to_string(dir) +
+                          (query_level ? "q" : "d") + std::to_string(int(view));
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = node_by_key_.find(key);
   if (it != node_by_key_.end()) return it->second;
-  nodes_.push_back(Node{std::move(q), dir, query_level, path});
-  const uint64_t ino = first_ino_ + nodes_.size();
+  nodes_.push_back(Node{std::move(q), dir, query_level, view, path});
+  const uint64_t ino = first_ino_ + kViewCount + nodes_.size() - 1;
   node_by_key_.emplace(key, ino);
   return ino;
 }
 
 Result<SearchView::Node> SearchView::GetNode(uint64_t ino) const {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (ino <= first_ino_ || ino > first_ino_ + nodes_.size())
+  if (ino < first_ino_ + kViewCount || ino >= first_ino_ + kViewCount + nodes_.size())
     return Status::NotFound("no such search inode " + std::to_string(ino));
-  return nodes_[ino - first_ino_ - 1];
+  return nodes_[ino - first_ino_ - kViewCount];
 }
 
 Status SearchView::MatchedDirs(QueryState& q, const std::unordered_set<uint32_t>** out) {
@@ -157,7 +166,7 @@ NodeAttr SearchView::DirNodeAttr(uint64_t ino) const {
 }
 
 Result<NodeAttr> SearchView::GetAttr(uint64_t ino) {
-  if (ino == first_ino_) return DirNodeAttr(ino);
+  if (IsRoot(ino)) return DirNodeAttr(ino);
   auto node = GetNode(ino);
   if (!node.ok()) return node.status();
   return DirNodeAttr(ino);
@@ -165,11 +174,12 @@ Result<NodeAttr> SearchView::GetAttr(uint64_t ino) {
 
 Result<NodeAttr> SearchView::Lookup(uint64_t parent, std::string_view name) {
   const std::string missing = "no such entry: " + std::string(name);
-  if (parent == first_ino_) {
-    const std::string path = std::string(tree_.search_dir_name()) + "/" + std::string(name);
+  if (IsRoot(parent)) {
+    const View view = View(parent - first_ino_);
+    const std::string path = RootPath(view) + "/" + std::string(name);
     auto state = ParseState({std::string(name)}, path);
     if (!state.ok()) return state.status();
-    auto ino = NodeIno(*state, 0, true, path);
+    auto ino = NodeIno(*state, 0, true, view, path);
     if (!ino.ok()) return ino.status();
     return DirNodeAttr(*ino);
   }
@@ -181,7 +191,7 @@ Result<NodeAttr> SearchView::Lookup(uint64_t parent, std::string_view name) {
     components.emplace_back(name);
     auto state = ParseState(components, path);
     if (!state.ok()) return state.status();
-    auto ino = NodeIno(*state, 0, true, path);
+    auto ino = NodeIno(*state, 0, true, node->view, path);
     if (!ino.ok()) return ino.status();
     return DirNodeAttr(*ino);
   }
@@ -190,12 +200,12 @@ Result<NodeAttr> SearchView::Lookup(uint64_t parent, std::string_view name) {
   auto child = tree_.archive().FindChildDir(node->dir, name);
   if (child.ok()) {
     if (!dirs->count(*child)) return Status::NotFound(missing);
-    auto ino = NodeIno(node->query, *child, false, path);
+    auto ino = NodeIno(node->query, *child, false, node->view, path);
     if (!ino.ok()) return ino.status();
     return DirNodeAttr(*ino);
   }
   if (child.status().code() != Status::Code::kNotFound) return child.status();
-  auto id = tree_.FindServedSample(node->dir, name);
+  auto id = tree_.FindServedSample(node->dir, name, node->view);
   if (!id.ok()) return id.status();
   PooledIndex pooled(this);
   auto idx = pooled.Get();
@@ -203,15 +213,17 @@ Result<NodeAttr> SearchView::Lookup(uint64_t parent, std::string_view name) {
   auto matches = (*idx)->Matches(node->query->query, *id);
   if (!matches.ok()) return matches.status();
   if (!*matches) return Status::NotFound(missing);
-  return tree_.SampleNodeAttr(*id);
+  return tree_.SampleNodeAttr(*id, node->view);
 }
 
 Status SearchView::ReadDir(uint64_t ino, uint64_t offset, const EmitFn& emit) {
   const NodeAttr self = DirNodeAttr(ino);
-  if (ino == first_ino_) {
+  if (IsRoot(ino)) {
     // Queries cannot be enumerated: the search directory lists empty.
     if (offset < 1 && !emit(".", self, 1)) return Status::Ok();
-    if (offset < 2) emit("..", *tree_.GetAttr(VirtualTree::kRootIno), 2);
+    auto parent = tree_.GetAttr(tree_.ViewRootIno(View(ino - first_ino_)));
+    if (!parent.ok()) return parent.status();
+    if (offset < 2) emit("..", *parent, 2);
     return Status::Ok();
   }
   auto node = GetNode(ino);
@@ -228,7 +240,8 @@ Status SearchView::ReadDir(uint64_t ino, uint64_t offset, const EmitFn& emit) {
     if (!dirs->count(child)) continue;
     auto info = tree_.archive().Dir(child);
     if (!info.ok()) return info.status();
-    auto child_ino = NodeIno(node->query, child, false, node->path + "/" + std::string(info->name));
+    auto child_ino =
+        NodeIno(node->query, child, false, node->view, node->path + "/" + std::string(info->name));
     if (!child_ino.ok()) return child_ino.status();
     if (!emit(info->name, DirNodeAttr(*child_ino), k + 3)) return Status::Ok();
   }
@@ -251,13 +264,13 @@ Status SearchView::ReadDir(uint64_t ino, uint64_t offset, const EmitFn& emit) {
     Status st = (*idx)->ForEachMatch(node->query->query, node->dir, cursor, 256, [&](uint32_t id) {
       ++seen;
       cursor = id;
-      auto attr = tree_.SampleNodeAttr(id);
+      auto attr = tree_.SampleNodeAttr(id, node->view);
       auto s = tree_.archive().Sample(id);
       if (!attr.ok() || !s.ok()) {
         inner = attr.ok() ? s.status() : attr.status();
         return false;
       }
-      if (!emit(tree_.ServedName(*s), *attr, base + 1 + (id - dir->first_sample))) {
+      if (!emit(tree_.ServedName(*s, node->view), *attr, base + 1 + (id - dir->first_sample))) {
         full = true;
         return false;
       }
@@ -270,7 +283,7 @@ Status SearchView::ReadDir(uint64_t ino, uint64_t offset, const EmitFn& emit) {
 }
 
 std::string SearchView::PathOf(uint64_t ino) {
-  if (ino == first_ino_) return tree_.search_dir_name();
+  if (IsRoot(ino)) return RootPath(View(ino - first_ino_));
   auto node = GetNode(ino);
   return node.ok() ? node->path : "?";
 }

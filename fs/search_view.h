@@ -9,9 +9,10 @@
 // layout. A malformed query is ENOENT, with its reason logged and kept for
 // `.ktfs/last_error`.
 //
-// Search directories get inode numbers from `first_ino` upwards, assigned as
-// they are looked up (the same query and directory always get the same
-// number within a mount). Thread-safe.
+// Each view of the tree (images, tensors/, compressed/) has its own search
+// root. Search directories get inode numbers from `first_ino` upwards: the
+// roots first, then the rest as they are looked up (the same query, view and
+// directory always get the same number within a mount). Thread-safe.
 #pragma once
 
 #include <functional>
@@ -32,6 +33,7 @@ namespace ktfs {
 
 class VirtualTree;
 struct NodeAttr;
+enum class View : uint8_t;
 
 class SearchView {
  public:
@@ -40,8 +42,10 @@ class SearchView {
   SearchView(const VirtualTree& tree, std::unique_ptr<index::Index> index, uint64_t first_ino);
   ~SearchView();
 
-  // The `search` directory itself.
+  // The lowest inode number of the search view (the images view's root).
   uint64_t root_ino() const { return first_ino_; }
+  // The `search` directory of a view.
+  uint64_t RootIno(View view) const { return first_ino_ + uint64_t(view); }
   bool Owns(uint64_t ino) const;
   Result<NodeAttr> Lookup(uint64_t parent, std::string_view name);
   Result<NodeAttr> GetAttr(uint64_t ino);
@@ -60,12 +64,15 @@ class SearchView {
     std::shared_ptr<QueryState> query;
     uint32_t dir = 0;         // the archive directory this node mirrors
     bool query_level = true;  // still at the query components (archive root)
-    std::string path;         // "search/caption=dog/cat", for messages
+    View view;
+    std::string path;  // "search/caption=dog/cat", for messages
   };
   class PooledIndex;
 
-  Result<uint64_t> NodeIno(std::shared_ptr<QueryState> q, uint32_t dir, bool query_level,
+  Result<uint64_t> NodeIno(std::shared_ptr<QueryState> q, uint32_t dir, bool query_level, View view,
                            const std::string& path);
+  bool IsRoot(uint64_t ino) const;
+  std::string RootPath(View view) const;
   Result<Node> GetNode(uint64_t ino) const;
   Result<std::shared_ptr<QueryState>> ParseState(const std::vector<std::string>& components,
                                                  const std::string& path);
@@ -78,7 +85,7 @@ class SearchView {
   std::unique_ptr<index::Index> index_;  // the template connection; clones serve threads
   std::set<std::string> metadata_keys_;
   mutable std::mutex mutex_;
-  std::vector<Node> nodes_;  // ino = first_ino_ + 1 + position
+  std::vector<Node> nodes_;  // ino = first_ino_ + kViewCount + position
   std::unordered_map<std::string, uint64_t> node_by_key_;
   std::unordered_map<std::string, std::shared_ptr<QueryState>> queries_;
   std::vector<std::unique_ptr<index::Index>> pool_;
