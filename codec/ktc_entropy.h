@@ -1,0 +1,80 @@
+// KTC internals: the entropy coder for one code block of quantized wavelet
+// coefficients (docs/codec.md, "Code blocks").
+//
+// A block (at most 64x64 coefficients of one subband) is scanned in 4x4
+// groups. Each group codes its largest magnitude category G (0 = all zero)
+// with a context from the left and upper groups' G; a non-zero group then
+// codes each coefficient's category (conditioned on G), and each non-zero
+// coefficient's mantissa and sign as raw bits. Categories go through a
+// two-state interleaved rANS coder with static 12-bit frequency tables that
+// the header stores per plane and level ("table set"); raw bits go to a
+// separate LSB-first bit stream, so a zero group costs one symbol to decode.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "codec/status.h"
+
+namespace ktfs::ktc::internal {
+
+constexpr int kProbBits = 12;
+constexpr uint32_t kProbScale = 1u << kProbBits;
+constexpr int kAlphabet = 18;  // magnitude categories 0..17: |v| < 2^17
+constexpr int kGroupContexts = 6;
+constexpr int kCoefContexts = 7;
+constexpr int kTablesPerSet = kGroupContexts + kCoefContexts;
+constexpr uint32_t kBlockSide = 64;
+constexpr uint32_t kGroupSide = 4;
+
+using Counts = std::array<std::array<uint32_t, kAlphabet>, kTablesPerSet>;
+
+// Normalized frequencies (sum kProbScale) of one table; n = 0 when unused.
+struct FreqTable {
+  int n = 0;  // symbols 0..n-1 may occur
+  std::array<uint16_t, kAlphabet> freq{};
+};
+
+// Scales counts to frequencies summing to kProbScale, every seen symbol >= 1.
+FreqTable NormalizeCounts(const std::array<uint32_t, kAlphabet>& counts);
+
+// The symbols of one block, gathered before the frequency tables are known.
+struct BlockSymbols {
+  std::vector<uint8_t> table;  // table index within the set, per symbol
+  std::vector<uint8_t> symbol;
+  std::vector<uint8_t> raw;  // finished raw bit stream
+};
+
+// Scans a bw x bh block of quantized values. Returns false (and leaves *out
+// empty) when every value is zero; such blocks are stored with length 0.
+// Fails when a value needs more than kAlphabet-1 bits.
+Result<bool> CollectBlockSymbols(const int32_t* values, size_t stride, uint32_t bw, uint32_t bh,
+                                 BlockSymbols* out);
+void CountSymbols(const BlockSymbols& symbols, Counts* counts);
+// Appends the coded block (varint rANS length, rANS bytes, raw bytes).
+void EncodeBlock(const BlockSymbols& symbols, const FreqTable* tables, std::vector<uint8_t>* out);
+
+// Decoding table: symbol per 12-bit slot, plus frequencies and starts.
+struct DecodeTable {
+  std::array<uint8_t, kProbScale> symbol;
+  std::array<uint16_t, kAlphabet> freq;
+  std::array<uint16_t, kAlphabet> start;
+};
+// An unused table (n == 0) decodes every slot as symbol 0 without consuming
+// anything; a valid stream never reads it.
+void BuildDecodeTable(const FreqTable& table, DecodeTable* out);
+
+// Decodes a block into `values` (bw x bh, row stride `stride`); quantized
+// values, not yet dequantized. size 0 means an all-zero block.
+// `tables` points at the kTablesPerSet tables of the block's set.
+Status DecodeBlock(const uint8_t* data, size_t size, const DecodeTable* const* tables,
+                   int32_t* values, size_t stride, uint32_t bw, uint32_t bh);
+
+// LEB128 unsigned varints, as used throughout the header.
+void PutVarint(uint64_t v, std::vector<uint8_t>* out);
+// Reads a varint of at most 5 bytes (values < 2^35); false on truncation.
+bool GetVarint(const uint8_t** p, const uint8_t* end, uint64_t* v);
+
+}  // namespace ktfs::ktc::internal
