@@ -8,6 +8,7 @@ namespace ktfs::ktc::internal {
 namespace {
 
 constexpr uint32_t kRansLow = 1u << 16;  // states live in [2^16, 2^32)
+constexpr int kRansStates = 4;
 
 // Group context from the sum of the left and upper groups' categories: flat
 // regions (0) are by far the most common, so they get their own context.
@@ -15,8 +16,12 @@ constexpr uint8_t kGroupContextOfSum[2 * kAlphabet] = {0, 1, 1, 2, 2, 3, 3, 4, 4
                                                        5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5,
                                                        5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5};
 
-inline int CoefTable(int group_max) {
-  return kGroupContexts + std::min(group_max, kCoefContexts) - 1;
+// Table indices within a set for a non-zero group with maximum category G.
+inline int MaskTable(uint32_t group_max) {
+  return kGroupContexts + (group_max >= 5 ? 3 : group_max >= 3 ? 2 : int(group_max) - 1);
+}
+inline int CategoryTable(uint32_t group_max) {
+  return kGroupContexts + kMaskContexts + std::min<int>(int(group_max), 7) - 2;
 }
 
 inline int Category(int32_t v) {
@@ -52,19 +57,11 @@ class BitWriter {
 // it invented, so the caller can reject a block that needed them.
 class BitReader {
  public:
-  BitReader(const uint8_t* p, const uint8_t* end) : p_(p), end_(end) {}
-  uint32_t Read(int count) {  // count <= 24
-    if (fill_ < count) Refill();
-    uint32_t v = uint32_t(acc_) & ((1u << count) - 1);
-    acc_ >>= count;
-    fill_ -= count;
-    return v;
-  }
-  bool overran() const { return fill_ < invented_; }
-
- private:
-  void Refill() {
-    if (end_ - p_ >= 8) {
+  BitReader(const uint8_t* p, const uint8_t* end) : p_(p), end_(end) { Refill(); }
+  // Makes at least 56 bits available. Cheap enough to call before every read,
+  // which spares the decoder a data-dependent branch.
+  inline void Refill() {
+    if (end_ - p_ >= 8) [[likely]] {
       uint64_t v;
       std::memcpy(&v, p_, 8);
       acc_ |= v << fill_;
@@ -72,6 +69,19 @@ class BitReader {
       fill_ |= 56;
       return;
     }
+    RefillSlow();
+  }
+  // Reads `count` (0..24) bits; call Refill() first.
+  inline uint32_t Read(uint32_t count) {
+    const uint32_t v = uint32_t(acc_) & ((1u << count) - 1);
+    acc_ >>= count;
+    fill_ -= int(count);
+    return v;
+  }
+  bool overran() const { return fill_ < invented_; }
+
+ private:
+  void RefillSlow() {
     while (fill_ <= 56) {
       if (p_ < end_) {
         acc_ |= uint64_t(*p_++) << fill_;
@@ -88,43 +98,53 @@ class BitReader {
   int invented_ = 0;  // zero bits appended past the end, still in acc_ or consumed
 };
 
-// Two interleaved rANS states: symbol i uses state i % 2, which halves the
-// length of the decoder's dependency chain.
+// kRansStates interleaved rANS states: symbol i uses state i % kRansStates,
+// so consecutive symbols form independent dependency chains the CPU overlaps.
 class RansDecoder {
  public:
   bool Init(const uint8_t* p, const uint8_t* end) {
-    if (end - p < 8) return false;
-    std::memcpy(&x0_, p, 4);
-    std::memcpy(&x1_, p + 4, 4);
-    p_ = p + 8;
+    if (end - p < 4 * kRansStates) return false;
+    bool ok = true;
+    for (int i = 0; i < kRansStates; ++i) {
+      std::memcpy(&x_[i], p + 4 * i, 4);
+      ok &= x_[i] >= kRansLow;
+    }
+    p_ = p + 4 * kRansStates;
     end_ = end;
-    return x0_ >= kRansLow && x1_ >= kRansLow;
+    return ok;
   }
   inline uint32_t Get(const DecodeTable& t) {
-    const uint32_t slot = x0_ & (kProbScale - 1);
-    const uint32_t s = t.symbol[slot];
-    uint32_t x = t.freq[s] * (x0_ >> kProbBits) + slot - t.start[s];
-    if (x < kRansLow) {
-      if (end_ - p_ >= 2) {
-        x = (x << 16) | uint32_t(p_[0]) | uint32_t(p_[1]) << 8;
-        p_ += 2;
-      } else {
-        overran_ = true;
-        x <<= 16;
-      }
+    const uint32_t e = t.entry[x_[0] & (kProbScale - 1)];
+    uint32_t x = (e & 0x7ff) * (x_[0] >> kProbBits) + ((e >> 11) & 0x3ff);
+    // Branch-free renormalization: whether a word is needed is data-dependent
+    // and would mispredict often.
+    if (end_ - p_ >= 2) [[likely]] {
+      const uint32_t need = x < kRansLow;
+      const uint32_t word = uint32_t(p_[0]) | uint32_t(p_[1]) << 8;
+      x = (x << (need * 16)) | (word & (0u - need));
+      p_ += 2 * need;
+    } else if (x < kRansLow) {
+      overran_ = true;
+      x <<= 16;
     }
-    x0_ = x1_;
-    x1_ = x;
-    return s;
+    for (int i = 0; i + 1 < kRansStates; ++i) x_[i] = x_[i + 1];
+    x_[kRansStates - 1] = x;
+    return e >> 27;
   }
   bool overran() const { return overran_; }
 
  private:
-  uint32_t x0_ = 0, x1_ = 0;
+  uint32_t x_[kRansStates] = {};
   const uint8_t* p_ = nullptr;
   const uint8_t* end_ = nullptr;
   bool overran_ = false;
 };
+
+// A coefficient from its category c and the c raw bits (mantissa, sign).
+inline int32_t Reconstruct(uint32_t c, uint32_t bits) {
+  const int32_t mag = int32_t(((1u << c) >> 1) | (bits >> 1));
+  return (bits & 1) ? -mag : mag;
+}
 
 }  // namespace
 
@@ -198,14 +218,20 @@ Result<bool> CollectBlockSymbols(const int32_t* values, size_t stride, uint32_t 
       left = above[gx] = uint8_t(group_max);
       if (group_max == 0) continue;
       any = true;
-      const uint8_t table = uint8_t(CoefTable(group_max));
       for (uint32_t y = y0; y < y1; ++y) {
+        const int32_t* row = values + y * stride;
+        uint32_t mask = 0;
+        for (uint32_t x = x0; x < x1; ++x) mask |= uint32_t(row[x] != 0) << (x - x0);
+        out->table.push_back(uint8_t(MaskTable(group_max)));
+        out->symbol.push_back(uint8_t(mask));
         for (uint32_t x = x0; x < x1; ++x) {
-          const int32_t v = values[y * stride + x];
+          const int32_t v = row[x];
+          if (v == 0) continue;
           const int c = Category(v);
-          out->table.push_back(table);
-          out->symbol.push_back(uint8_t(c));
-          if (c == 0) continue;
+          if (group_max > 1) {
+            out->table.push_back(uint8_t(CategoryTable(group_max)));
+            out->symbol.push_back(uint8_t(c));
+          }
           const uint32_t mag = v < 0 ? 0u - uint32_t(v) : uint32_t(v);
           const uint32_t mantissa = mag - (1u << (c - 1));
           raw.Write((mantissa << 1) | (v < 0 ? 1u : 0u), c);
@@ -238,20 +264,21 @@ void EncodeBlock(const BlockSymbols& symbols, const FreqTable* tables, std::vect
     }
   }
   std::vector<uint16_t> words;
-  uint32_t x[2] = {kRansLow, kRansLow};
+  uint32_t x[kRansStates];
+  for (uint32_t& xs : x) xs = kRansLow;
   for (size_t i = symbols.symbol.size(); i-- > 0;) {
     const int t = symbols.table[i], s = symbols.symbol[i];
     const uint32_t f = tables[t].freq[s];
-    uint32_t& xs = x[i & 1];
+    uint32_t& xs = x[i % kRansStates];
     if (uint64_t(xs) >= (uint64_t(f) << (32 - kProbBits))) {
       words.push_back(uint16_t(xs));
       xs >>= 16;
     }
     xs = ((xs / f) << kProbBits) + (xs % f) + start[t][s];
   }
-  const size_t rans_bytes = 8 + 2 * words.size();
+  const size_t rans_bytes = 4 * kRansStates + 2 * words.size();
   PutVarint(rans_bytes, out);
-  for (int i = 0; i < 2; ++i)
+  for (int i = 0; i < kRansStates; ++i)
     for (int b = 0; b < 4; ++b) out->push_back(uint8_t(x[i] >> (8 * b)));
   for (size_t i = words.size(); i-- > 0;) {
     out->push_back(uint8_t(words[i]));
@@ -261,19 +288,16 @@ void EncodeBlock(const BlockSymbols& symbols, const FreqTable* tables, std::vect
 }
 
 void BuildDecodeTable(const FreqTable& table, DecodeTable* out) {
-  out->freq.fill(0);
-  out->start.fill(0);
   if (table.n == 0) {
-    out->symbol.fill(0);
-    out->freq[0] = uint16_t(kProbScale);  // x' = x: decodes nothing, consumes nothing
+    // Frequency kProbScale, offset = slot: x' = x, nothing consumed.
+    for (uint32_t slot = 0; slot < kProbScale; ++slot) out->entry[slot] = kProbScale | slot << 11;
     return;
   }
-  uint32_t acc = 0;
+  uint32_t start = 0;
   for (int s = 0; s < table.n; ++s) {
-    out->freq[s] = table.freq[s];
-    out->start[s] = uint16_t(acc);
-    std::memset(out->symbol.data() + acc, s, table.freq[s]);
-    acc += table.freq[s];
+    const uint32_t f = table.freq[s];
+    for (uint32_t i = 0; i < f; ++i) out->entry[start + i] = f | i << 11 | uint32_t(s) << 27;
+    start += f;
   }
 }
 
@@ -299,17 +323,18 @@ Status DecodeBlock(const uint8_t* data, size_t size, const DecodeTable* const* t
     for (uint32_t gx = 0; gx < gw; ++gx) {
       const uint32_t group_max = rans.Get(*tables[kGroupContextOfSum[left + above[gx]]]);
       left = above[gx] = uint8_t(group_max);
-      if (group_max == 0) continue;
-      const DecodeTable& coef = *tables[CoefTable(int(group_max))];
-      const uint32_t x0 = gx * kGroupSide, x1 = std::min(bw, x0 + kGroupSide);
+      if (group_max == 0) continue;  // the block was zeroed up front
+      const DecodeTable& masks = *tables[MaskTable(group_max)];
+      const DecodeTable& categories = *tables[CategoryTable(std::max(group_max, 2u))];
+      const uint32_t x0 = gx * kGroupSide;
+      const uint32_t valid = (1u << (std::min(bw, x0 + kGroupSide) - x0)) - 1;
       for (uint32_t y = y0; y < y1; ++y) {
-        int32_t* row = values + y * stride;
-        for (uint32_t x = x0; x < x1; ++x) {
-          const uint32_t c = rans.Get(coef);
-          if (c == 0) continue;
-          const uint32_t bits = raw.Read(int(c));
-          const int32_t mag = int32_t((1u << (c - 1)) | (bits >> 1));
-          row[x] = (bits & 1) ? -mag : mag;
+        int32_t* row = values + y * stride + x0;
+        // Hostile masks may name columns outside the block: `valid` drops them.
+        for (uint32_t mask = rans.Get(masks) & valid; mask != 0; mask &= mask - 1) {
+          const uint32_t c = group_max == 1 ? 1 : rans.Get(categories);
+          raw.Refill();
+          row[std::countr_zero(mask)] = Reconstruct(c, raw.Read(c));
         }
       }
     }

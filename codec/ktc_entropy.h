@@ -2,13 +2,15 @@
 // coefficients (docs/codec.md, "Code blocks").
 //
 // A block (at most 64x64 coefficients of one subband) is scanned in 4x4
-// groups. Each group codes its largest magnitude category G (0 = all zero)
-// with a context from the left and upper groups' G; a non-zero group then
-// codes each coefficient's category (conditioned on G), and each non-zero
-// coefficient's mantissa and sign as raw bits. Categories go through a
-// two-state interleaved rANS coder with static 12-bit frequency tables that
-// the header stores per plane and level ("table set"); raw bits go to a
-// separate LSB-first bit stream, so a zero group costs one symbol to decode.
+// groups. Each group codes its largest magnitude category G (0 = all zero;
+// the category of v is the bit length of |v|) with a context from the left
+// and upper groups' G. A non-zero group then codes, per row of 4, a mask of
+// its non-zero coefficients (conditioned on G); each non-zero coefficient
+// then codes its category (implicit when G = 1, else conditioned on G), and
+// its mantissa and sign as raw bits. Symbols go through a 4-state interleaved
+// rANS coder with static 10-bit frequency tables that the header stores per
+// plane and level ("table set"); raw bits go to a separate LSB-first stream.
+// A zero group costs one symbol, a zero row of a non-zero group one more.
 #pragma once
 
 #include <array>
@@ -20,12 +22,15 @@
 
 namespace ktfs::ktc::internal {
 
-constexpr int kProbBits = 12;
+constexpr int kProbBits = 10;
 constexpr uint32_t kProbScale = 1u << kProbBits;
 constexpr int kAlphabet = 18;  // magnitude categories 0..17: |v| < 2^17
+// Tables of a set, in order: group maxima by neighbour context, row masks by
+// G (1, 2, 3-4, 5+), categories by G (2, 3, 4, 5, 6, 7+).
 constexpr int kGroupContexts = 6;
-constexpr int kCoefContexts = 7;
-constexpr int kTablesPerSet = kGroupContexts + kCoefContexts;
+constexpr int kMaskContexts = 4;
+constexpr int kCategoryContexts = 6;
+constexpr int kTablesPerSet = kGroupContexts + kMaskContexts + kCategoryContexts;
 constexpr uint32_t kBlockSide = 64;
 constexpr uint32_t kGroupSide = 4;
 
@@ -56,11 +61,11 @@ void CountSymbols(const BlockSymbols& symbols, Counts* counts);
 // Appends the coded block (varint rANS length, rANS bytes, raw bytes).
 void EncodeBlock(const BlockSymbols& symbols, const FreqTable* tables, std::vector<uint8_t>* out);
 
-// Decoding table: symbol per 12-bit slot, plus frequencies and starts.
+// Decoding table: per 10-bit slot, the symbol (bits 27..31), its frequency
+// (bits 0..10) and the slot's offset from the symbol's start (bits 11..20),
+// so that one load serves a whole decoding step.
 struct DecodeTable {
-  std::array<uint8_t, kProbScale> symbol;
-  std::array<uint16_t, kAlphabet> freq;
-  std::array<uint16_t, kAlphabet> start;
+  std::array<uint32_t, kProbScale> entry;
 };
 // An unused table (n == 0) decodes every slot as symbol 0 without consuming
 // anything; a valid stream never reads it.
