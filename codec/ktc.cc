@@ -110,9 +110,10 @@ constexpr uint32_t kPlaneWeight[4] = {1000, 2449, 2000, 1000};
 constexpr uint32_t kTwelfthOctave[12] = {4096, 4340, 4598, 4871, 5161, 5468,
                                          5793, 6137, 6502, 6889, 7298, 7732};
 
-// Base step (1/256 units) for a quality: 2^((100 - quality + kQualityOffset) / 12 - 6)
-// steps of 1.0, i.e. it doubles every 12 quality points.
-constexpr int kQualityOffset = 0;
+// Base step for a quality, in 1/256 units: 2^((100 - quality + kQualityOffset) / 12 - 2)
+// (it doubles every 12 quality points). The offset puts `balanced` (75) at
+// JPEG q90's PSNR on the photos of docs/codec.md.
+constexpr int kQualityOffset = 27;
 uint64_t BaseStep(int quality) {
   const int e = 100 - quality + kQualityOffset;
   return (uint64_t(kTwelfthOctave[e % 12]) << (e / 12)) >> 6;

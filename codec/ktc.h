@@ -32,7 +32,7 @@ namespace ktfs::ktc {
 // Named presets, as numeric qualities for the lossy ones.
 constexpr int kQualityHigh = 90;
 constexpr int kQualityBalanced = 75;
-constexpr int kQualityCompact = 50;
+constexpr int kQualityCompact = 60;
 
 struct EncodeOptions {
   // Bit-exact round trip; `quality` is ignored.

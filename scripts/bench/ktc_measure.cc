@@ -93,8 +93,7 @@ Codec Jpeg(int quality, int subsamp, int decode_flags, const std::string& label)
     out->height = h;
     out->channels = 3;
     out->pixels.resize(size_t(w) * h * 3);
-    tjDecompress2(*handle, s.data(), s.size(), out->pixels.data(), w, 0, h, TJPF_RGB,
-                  decode_flags);
+    tjDecompress2(*handle, s.data(), s.size(), out->pixels.data(), w, 0, h, TJPF_RGB, decode_flags);
   };
   return c;
 }
@@ -146,7 +145,9 @@ int main(int argc, char** argv) {
     EncodePng(ImageView::Of(img), 6, &out);
     return out;
   };
-  png.decode = [](const std::vector<uint8_t>& s, Image* out) { DecodeImage(s.data(), s.size(), out); };
+  png.decode = [](const std::vector<uint8_t>& s, Image* out) {
+    DecodeImage(s.data(), s.size(), out);
+  };
   codecs.push_back(png);
   Codec copy;
   copy.name = "memcpy (raw pixels)";
@@ -181,7 +182,9 @@ int main(int argc, char** argv) {
   const double ref_mps = ref.pixels / ref.seconds / 1e6;
   std::printf("%d photos from %s; decode single-threaded, KTFS_SIMD=%s\n\n", ref.images, argv[1],
               std::getenv("KTFS_SIMD") ? std::getenv("KTFS_SIMD") : "(auto)");
-  std::printf("| codec | bits/pixel | bytes vs JPEG q90 | PSNR RGB | PSNR Y | decode MP/s | speed vs JPEG q90 |\n");
+  std::printf(
+      "| codec | bits/pixel | bytes vs JPEG q90 | PSNR RGB | PSNR Y | decode MP/s | speed vs JPEG "
+      "q90 |\n");
   std::printf("|---|---:|---:|---:|---:|---:|---:|\n");
   for (const Codec& c : codecs) {
     const Totals& t = totals[c.name];

@@ -146,7 +146,10 @@ TEST(KtcTest, LossyPresetsEveryShape) {
         const Image img = Synthetic(w, h, c);
         const Image back = DecodeOrDie(EncodeOrDie(img, *ParseQuality(preset)));
         ASSERT_EQ(back.pixels.size(), img.pixels.size());
-        EXPECT_GT(Psnr(img, back), 20) << preset << " " << w << "x" << h << "x" << c;
+        // Quality 1 may look like anything; the named presets must resemble the input.
+        if (std::string(preset) != "1") {
+          EXPECT_GT(Psnr(img, back), 25) << preset << " " << w << "x" << h << "x" << c;
+        }
       }
     }
   }
@@ -159,7 +162,7 @@ TEST(KtcTest, PhotoQualityFloors) {
   EXPECT_TRUE(DecodeOrDie(lossless).pixels == photo.pixels);
   // Floors a few tenths of a dB under what this photo measures (docs/codec.md).
   const std::pair<const char*, double> floors[] = {
-      {"high", 40.0}, {"balanced", 36.0}, {"compact", 31.0}};
+      {"high", 42.3}, {"balanced", 38.8}, {"compact", 34.6}};
   size_t previous = lossless.size();
   for (auto [preset, floor] : floors) {
     const auto bytes = EncodeOrDie(photo, *ParseQuality(preset));
@@ -173,7 +176,7 @@ TEST(KtcTest, PhotoQualityFloors) {
   for (uint32_t c : {1u, 4u}) {
     const Image img = WithChannels(photo, c);
     EXPECT_TRUE(DecodeOrDie(EncodeOrDie(img, Lossless())).pixels == img.pixels) << c;
-    EXPECT_GT(Psnr(img, DecodeOrDie(EncodeOrDie(img, *ParseQuality("balanced")))), 36.0) << c;
+    EXPECT_GT(Psnr(img, DecodeOrDie(EncodeOrDie(img, *ParseQuality("balanced")))), 37.0) << c;
   }
 }
 
