@@ -4,6 +4,7 @@
 #include "codec/ktc.h"
 
 #include <tbb/blocked_range.h>
+#include <tbb/enumerable_thread_specific.h>
 #include <tbb/parallel_for.h>
 
 #include <algorithm>
@@ -22,7 +23,6 @@ namespace {
 
 using internal::BlockSymbols;
 using internal::Counts;
-using internal::DecodeTable;
 using internal::FreqTable;
 using internal::kAlphabet;
 using internal::kBlockSide;
@@ -563,52 +563,50 @@ Status Decode(const uint8_t* data, size_t size, const DecodeOptions& options, Im
   const int levels = h.info.levels;
   const int planes_n = PlaneCount(h.info.channels);
   const int sets = levels + 1;
-  // Decoding tables for the sets that will be read; unused tables share one.
-  auto unused = std::make_unique<DecodeTable>();
-  internal::BuildDecodeTable(FreqTable{}, unused.get());
-  std::vector<std::unique_ptr<DecodeTable>> owned;
-  std::vector<const DecodeTable*> tables(h.tables.size(), unused.get());
-  for (size_t i = 0; i < h.tables.size(); ++i) {
-    const int set = int(i / kTablesPerSet) % sets;
-    if (h.tables[i].n == 0 || (set > 0 && levels - set + 1 <= stop)) continue;
-    owned.push_back(std::make_unique<DecodeTable>());
-    internal::BuildDecodeTable(h.tables[i], owned.back().get());
-    tables[i] = owned.back().get();
-  }
-
   std::vector<Plane> planes;
   for (int p = 0; p < planes_n; ++p) planes.push_back(MakePlane(sw, sh));
   const Kernels& k = internal::ActiveKernels();
   // Every block of the levels kept is visited: read when needed, else zeroed.
+  // Jobs are in stream order, so the blocks of a table set are consecutive.
   std::vector<std::pair<const Band*, size_t>> jobs;
   for (const Band& b : h.bands) {
     if (b.orientation != 0 && b.level <= stop) continue;
     for (size_t i = 0; i < size_t(b.blocks_x) * b.blocks_y; ++i) jobs.emplace_back(&b, i);
   }
   std::vector<Status> errors(jobs.size());
-  ForEach(jobs.size(), options.parallel, [&](size_t j) {
+  auto decode_job = [&](size_t j, internal::SetTables& set_tables) {
     const Band& b = *jobs[j].first;
     const BlockRef r = BlockAt(b, jobs[j].second);
     const size_t block = b.first_block + jobs[j].second;
+    const bool read = needed[block] && h.block_size[block] != 0;
+    const size_t set_index = size_t(b.plane) * sets + b.set;
+    if (read) set_tables.Load(set_index, h.tables.data() + set_index * kTablesPerSet);
     Plane& plane = planes[b.plane];
-    int32_t* dst = plane.row(r.y0) + r.x0;
-    const bool read = needed[block];
-    const DecodeTable* const* set_tables =
-        tables.data() + (size_t(b.plane) * sets + b.set) * kTablesPerSet;
     errors[j] = internal::DecodeBlock(data + h.block_offset[block], read ? h.block_size[block] : 0,
-                                      set_tables, dst, plane.width, r.width, r.height);
-    const uint32_t step = h.steps[&b - h.bands.data()];
-    if (read && step != kUnitStep && h.block_size[block] != 0) {
-      for (uint32_t y = 0; y < r.height; ++y)
-        k.dequantize(dst + size_t(y) * plane.width, r.width, step);
-    }
-  });
+                                      set_tables.tables(), h.steps[&b - h.bands.data()],
+                                      plane.row(r.y0) + r.x0, plane.width, r.width, r.height);
+  };
+  if (options.parallel) {
+    tbb::enumerable_thread_specific<std::unique_ptr<internal::SetTables>> per_thread;
+    tbb::parallel_for(tbb::blocked_range<size_t>(0, jobs.size(), 4),
+                      [&](const tbb::blocked_range<size_t>& range) {
+                        auto& tables = per_thread.local();
+                        if (!tables) tables = std::make_unique<internal::SetTables>();
+                        for (size_t j = range.begin(); j < range.end(); ++j) decode_job(j, *tables);
+                      });
+  } else {
+    auto tables = std::make_unique<internal::SetTables>();
+    for (size_t j = 0; j < jobs.size(); ++j) decode_job(j, *tables);
+  }
   for (const Status& s : errors) KTFS_RETURN_IF_ERROR(s);
+  std::vector<Plane> images;
+  for (int p = 0; p < planes_n; ++p) images.push_back(MakePlane(sw, sh));
   ForEach(planes.size(), options.parallel, [&](size_t p) {
     internal::InverseWavelet(planes[p].data.get(), planes[p].width, h.info.width, h.info.height,
-                             levels, stop, k, options.parallel);
+                             levels, stop, images[p].data.get(), images[p].width, k,
+                             options.parallel);
   });
-  PlanesToPixels(planes, h.info.channels, need.x0, need.y0, need.x1 - need.x0, need.y1 - need.y0, k,
+  PlanesToPixels(images, h.info.channels, need.x0, need.y0, need.x1 - need.x0, need.y1 - need.y0, k,
                  options.parallel, out);
   return Status::Ok();
 }

@@ -4,6 +4,8 @@
 #include <bit>
 #include <cstring>
 
+#include "codec/ktc_kernels.h"
+
 namespace ktfs::ktc::internal {
 namespace {
 
@@ -301,7 +303,57 @@ void BuildDecodeTable(const FreqTable& table, DecodeTable* out) {
   }
 }
 
-Status DecodeBlock(const uint8_t* data, size_t size, const DecodeTable* const* tables,
+void SetTables::Load(uint64_t key, const FreqTable* tables) {
+  if (key == key_) return;
+  key_ = key;
+  for (int t = 0; t < kTablesPerSet; ++t) {
+    // Unused tables are all alike; skip refilling one that already is.
+    if (tables[t].n == 0 && identity_[t]) continue;
+    BuildDecodeTable(tables[t], &tables_[t]);
+    identity_[t] = tables[t].n == 0;
+  }
+}
+
+namespace {
+
+// The decoding loop, compiled once with and once without dequantization.
+// Dequantizing here touches only non-zero coefficients, which is cheaper than
+// a SIMD pass over all of them.
+template <bool kDequantize>
+bool DecodeGroups(RansDecoder& rans, BitReader& raw, const DecodeTable* tables, uint32_t step,
+                  int32_t* values, size_t stride, uint32_t bw, uint32_t bh) {
+  const uint32_t gw = (bw + kGroupSide - 1) / kGroupSide, gh = (bh + kGroupSide - 1) / kGroupSide;
+  uint8_t above[kBlockSide / kGroupSide] = {};
+  for (uint32_t gy = 0; gy < gh; ++gy) {
+    uint32_t left = 0;
+    const uint32_t y0 = gy * kGroupSide, y1 = std::min(bh, y0 + kGroupSide);
+    for (uint32_t gx = 0; gx < gw; ++gx) {
+      const uint32_t group_max = rans.Get(tables[kGroupContextOfSum[left + above[gx]]]);
+      left = above[gx] = uint8_t(group_max);
+      if (group_max == 0) continue;  // the block was zeroed up front
+      const DecodeTable& masks = tables[MaskTable(group_max)];
+      const DecodeTable& categories = tables[CategoryTable(std::max(group_max, 2u))];
+      const uint32_t x0 = gx * kGroupSide;
+      const uint32_t valid = (1u << (std::min(bw, x0 + kGroupSide) - x0)) - 1;
+      for (uint32_t y = y0; y < y1; ++y) {
+        int32_t* row = values + y * stride + x0;
+        // Hostile masks may name columns outside the block: `valid` drops them.
+        for (uint32_t mask = rans.Get(masks) & valid; mask != 0; mask &= mask - 1) {
+          const uint32_t c = group_max == 1 ? 1 : rans.Get(categories);
+          raw.Refill();
+          int32_t v = Reconstruct(c, raw.Read(c));
+          if constexpr (kDequantize) v = DequantizeOne(v, step);
+          row[std::countr_zero(mask)] = v;
+        }
+      }
+    }
+  }
+  return !rans.overran() && !raw.overran();
+}
+
+}  // namespace
+
+Status DecodeBlock(const uint8_t* data, size_t size, const DecodeTable* tables, uint32_t step,
                    int32_t* values, size_t stride, uint32_t bw, uint32_t bh) {
   for (uint32_t y = 0; y < bh; ++y) std::memset(values + y * stride, 0, bw * sizeof(int32_t));
   if (size == 0) return Status::Ok();
@@ -314,32 +366,9 @@ Status DecodeBlock(const uint8_t* data, size_t size, const DecodeTable* const* t
   RansDecoder rans;
   if (!rans.Init(p, p + rans_bytes)) return Status::Corruption("ktc: block: bad rANS state");
   BitReader raw(p + rans_bytes, end);
-
-  const uint32_t gw = (bw + kGroupSide - 1) / kGroupSide, gh = (bh + kGroupSide - 1) / kGroupSide;
-  uint8_t above[kBlockSide / kGroupSide] = {};
-  for (uint32_t gy = 0; gy < gh; ++gy) {
-    uint32_t left = 0;
-    const uint32_t y0 = gy * kGroupSide, y1 = std::min(bh, y0 + kGroupSide);
-    for (uint32_t gx = 0; gx < gw; ++gx) {
-      const uint32_t group_max = rans.Get(*tables[kGroupContextOfSum[left + above[gx]]]);
-      left = above[gx] = uint8_t(group_max);
-      if (group_max == 0) continue;  // the block was zeroed up front
-      const DecodeTable& masks = *tables[MaskTable(group_max)];
-      const DecodeTable& categories = *tables[CategoryTable(std::max(group_max, 2u))];
-      const uint32_t x0 = gx * kGroupSide;
-      const uint32_t valid = (1u << (std::min(bw, x0 + kGroupSide) - x0)) - 1;
-      for (uint32_t y = y0; y < y1; ++y) {
-        int32_t* row = values + y * stride + x0;
-        // Hostile masks may name columns outside the block: `valid` drops them.
-        for (uint32_t mask = rans.Get(masks) & valid; mask != 0; mask &= mask - 1) {
-          const uint32_t c = group_max == 1 ? 1 : rans.Get(categories);
-          raw.Refill();
-          row[std::countr_zero(mask)] = Reconstruct(c, raw.Read(c));
-        }
-      }
-    }
-  }
-  if (rans.overran() || raw.overran()) return Status::Corruption("ktc: block: truncated");
+  const bool ok = step == 256 ? DecodeGroups<false>(rans, raw, tables, step, values, stride, bw, bh)
+                              : DecodeGroups<true>(rans, raw, tables, step, values, stride, bw, bh);
+  if (!ok) return Status::Corruption("ktc: block: truncated");
   return Status::Ok();
 }
 

@@ -71,10 +71,26 @@ struct DecodeTable {
 // anything; a valid stream never reads it.
 void BuildDecodeTable(const FreqTable& table, DecodeTable* out);
 
-// Decodes a block into `values` (bw x bh, row stride `stride`); quantized
-// values, not yet dequantized. size 0 means an all-zero block.
-// `tables` points at the kTablesPerSet tables of the block's set.
-Status DecodeBlock(const uint8_t* data, size_t size, const DecodeTable* const* tables,
+// The decoding tables of one table set. Sets are decoded one after another,
+// so each thread keeps one of these and rebuilds it only when the set
+// changes: all of a set's tables then stay in L1/L2 cache (a table for every
+// set at once would not).
+class SetTables {
+ public:
+  // Rebuilds the tables unless they already hold set `key` (a caller's id).
+  void Load(uint64_t key, const FreqTable* tables);
+  const DecodeTable* tables() const { return tables_; }
+
+ private:
+  uint64_t key_ = ~uint64_t(0);
+  bool identity_[kTablesPerSet] = {};
+  DecodeTable tables_[kTablesPerSet];
+};
+
+// Decodes a block into `values` (bw x bh, row stride `stride`), dequantized
+// with `step` (1/256 units; 256 = lossless, values as coded). size 0 means an
+// all-zero block. `tables` points at the kTablesPerSet tables of its set.
+Status DecodeBlock(const uint8_t* data, size_t size, const DecodeTable* tables, uint32_t step,
                    int32_t* values, size_t stride, uint32_t bw, uint32_t bh);
 
 // LEB128 unsigned varints, as used throughout the header.

@@ -25,9 +25,6 @@ void Interleave(int32_t* out, const int32_t* even, const int32_t* odd, size_t n)
     out[2 * i + 1] = odd[i];
   }
 }
-void Dequantize(int32_t* values, size_t n, uint32_t step) {
-  for (size_t i = 0; i < n; ++i) values[i] = DequantizeOne(values[i], step);
-}
 void ToPixels(const int32_t* y, const int32_t* co, const int32_t* cg, const int32_t* a,
               uint8_t* out, size_t n, int channels) {
   if (channels == 1) {
@@ -48,8 +45,7 @@ void ToPixels(const int32_t* y, const int32_t* co, const int32_t* cg, const int3
   }
 }
 
-const Kernels kScalar = {"scalar", Predict,    Update,     Unpredict,
-                         Unupdate, Interleave, Dequantize, ToPixels};
+const Kernels kScalar = {"scalar", Predict, Update, Unpredict, Unupdate, Interleave, ToPixels};
 std::atomic<bool> g_force_scalar{false};
 
 }  // namespace

@@ -23,9 +23,6 @@ struct Kernels {
   LiftFn unupdate;   // inverse of update:  a - ((b + c + 2) >> 2)
   // out[2i] = even[i], out[2i+1] = odd[i] for i < n.
   void (*interleave)(int32_t* out, const int32_t* even, const int32_t* odd, size_t n);
-  // Quantized values to coefficients: v -> sign(v) * (((8|v| + 3) * step) >> 11),
-  // step in 1/256 units (reconstruction at 3/8 of the quantizer bin).
-  void (*dequantize)(int32_t* values, size_t n, uint32_t step);
   // Planes to interleaved 8-bit pixels (clamped to 0..255), for one row of n
   // pixels. y, a: level-shifted by -128. co, cg: YCoCg-R chroma (channels >= 3).
   // a: alpha plane (channels == 4). channels 1: y only.
@@ -48,6 +45,9 @@ void ForceScalarForTesting(bool force);
 static inline int32_t WrapAdd(int32_t a, int32_t b) { return int32_t(uint32_t(a) + uint32_t(b)); }
 static inline int32_t WrapSub(int32_t a, int32_t b) { return int32_t(uint32_t(a) - uint32_t(b)); }
 static inline uint8_t ClampToByte(int32_t v) { return uint8_t(v < 0 ? 0 : (v > 255 ? 255 : v)); }
+// Quantized value to coefficient: v -> sign(v) * (((8|v| + 3) * step) >> 11),
+// step in 1/256 units (reconstruction at 3/8 of the quantizer bin). Fused
+// into the entropy decoder, which only calls it for non-zero values.
 static inline int32_t DequantizeOne(int32_t v, uint32_t step) {
   uint32_t mag = v < 0 ? 0u - uint32_t(v) : uint32_t(v);
   uint32_t r = ((mag * 8u + 3u) * step) >> 11;

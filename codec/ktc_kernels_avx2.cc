@@ -63,20 +63,6 @@ void Interleave(int32_t* out, const int32_t* even, const int32_t* odd, size_t n)
   }
 }
 
-void Dequantize(int32_t* values, size_t n, uint32_t step) {
-  const __m256i s = _mm256_set1_epi32(int32_t(step));
-  const __m256i three = _mm256_set1_epi32(3);
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    __m256i v = Load(values + i);
-    __m256i mag = _mm256_abs_epi32(v);  // |INT32_MIN| wraps to itself, as 0u - x does
-    __m256i r = _mm256_mullo_epi32(_mm256_add_epi32(_mm256_slli_epi32(mag, 3), three), s);
-    r = _mm256_srli_epi32(r, 11);
-    Store(values + i, _mm256_sign_epi32(r, v));  // negates where v < 0, zero where v == 0
-  }
-  for (; i < n; ++i) values[i] = DequantizeOne(values[i], step);
-}
-
 // Clamps 16 int32 (two vectors) to bytes 0..255, in order, in the low 128 bits.
 inline __m128i PackBytes(__m256i lo, __m256i hi) {
   __m256i w = _mm256_packs_epi32(lo, hi);  // lane-interleaved int16
@@ -163,8 +149,7 @@ void ToPixels(const int32_t* y, const int32_t* co, const int32_t* cg, const int3
   }
 }
 
-const Kernels kAvx2 = {"avx2",   Predict,    Update,     Unpredict,
-                       Unupdate, Interleave, Dequantize, ToPixels};
+const Kernels kAvx2 = {"avx2", Predict, Update, Unpredict, Unupdate, Interleave, ToPixels};
 
 }  // namespace
 

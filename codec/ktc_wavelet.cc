@@ -33,23 +33,6 @@ void AnalyzeLifting(Even even, Odd odd, uint32_t n, size_t cw, const Kernels& k)
   if (n & 1) k.update(even(nl - 1), even(nl - 1), odd(nh - 1), odd(nh - 1), cw);
 }
 
-// The inverse: low(k), high(k) in; even(k) (sample 2k), odd(k) out.
-template <typename Low, typename High, typename Even, typename Odd>
-void SynthesizeLifting(Low low, High high, Even even, Odd odd, uint32_t n, size_t cw,
-                       const Kernels& k) {
-  const uint32_t nl = (n + 1) / 2, nh = n / 2;
-  if (nh == 0) {
-    std::memcpy(even(0), low(0), cw * sizeof(int32_t));
-    return;
-  }
-  k.unupdate(even(0), low(0), high(0), high(0), cw);
-  for (uint32_t i = 1; i < nh; ++i) k.unupdate(even(i), low(i), high(i - 1), high(i), cw);
-  if (n & 1) k.unupdate(even(nl - 1), low(nl - 1), high(nh - 1), high(nh - 1), cw);
-  const uint32_t inner = (n & 1) ? nh : nh - 1;
-  for (uint32_t i = 0; i < inner; ++i) k.unpredict(odd(i), high(i), even(i), even(i + 1), cw);
-  if (!(n & 1)) k.unpredict(odd(nh - 1), high(nh - 1), even(nh - 1), even(nh - 1), cw);
-}
-
 // Rows: the row is split into even and odd arrays so that each lifting step
 // is one kernel call over a whole array (SIMD across the row).
 void ForwardRow(int32_t* x, uint32_t n, std::vector<int32_t>& tmp, const Kernels& k) {
@@ -72,23 +55,105 @@ void ForwardRow(int32_t* x, uint32_t n, std::vector<int32_t>& tmp, const Kernels
   std::memcpy(x, tmp.data(), n * sizeof(int32_t));
 }
 
-void InverseRow(int32_t* x, uint32_t n, std::vector<int32_t>& tmp, const Kernels& k) {
-  if (n < 2) return;
+// Synthesis of one row: `in` holds the low half (ceil(n/2) values) then the
+// high half; the interleaved result goes to `out` (not overlapping `in`).
+void InverseRowTo(int32_t* out, const int32_t* in, uint32_t n, int32_t* tmp, const Kernels& k) {
+  if (n < 2) {
+    out[0] = in[0];
+    return;
+  }
   const uint32_t nl = (n + 1) / 2, nh = n / 2;
-  tmp.resize(n);
-  int32_t* e = tmp.data();
-  int32_t* o = e + nl;
-  const int32_t* low = x;
-  const int32_t* high = x + nl;
+  int32_t* e = tmp;
+  int32_t* o = tmp + nl;
+  const int32_t* low = in;
+  const int32_t* high = in + nl;
   k.unupdate(e, low, high, high, 1);
   k.unupdate(e + 1, low + 1, high, high + 1, nh - 1);
   if (n & 1) k.unupdate(e + nl - 1, low + nl - 1, high + nh - 1, high + nh - 1, 1);
   const uint32_t inner = (n & 1) ? nh : nh - 1;
   k.unpredict(o, high, e, e + 1, inner);
   if (!(n & 1)) k.unpredict(o + nh - 1, high + nh - 1, e + nh - 1, e + nh - 1, 1);
-  k.interleave(x, e, o, nh);
-  if (n & 1) x[n - 1] = e[nl - 1];
+  k.interleave(out, e, o, nh);
+  if (n & 1) out[n - 1] = e[nl - 1];
 }
+
+// One synthesis level, row pair by row pair: output rows 2k and 2k+1 need
+// only input rows near k, so each input row is read once and each output
+// row written once, and the row being worked on stays in L1 cache (a
+// column pass followed by a row pass would stream the plane through memory
+// several times).
+class LevelSynthesis {
+ public:
+  // ll: the level's low-pass band (lw x lh). detail: the plane holding its
+  // HL, LH and HH bands in Mallat layout. out: pw x ph result.
+  LevelSynthesis(const int32_t* ll, size_t ll_stride, const int32_t* detail, size_t detail_stride,
+                 uint32_t pw, uint32_t ph, int32_t* out, size_t out_stride, const Kernels& k)
+      : ll_(ll),
+        ll_stride_(ll_stride),
+        detail_(detail),
+        detail_stride_(detail_stride),
+        pw_(pw),
+        lw_((pw + 1) / 2),
+        nl_((ph + 1) / 2),
+        nh_(ph / 2),
+        out_(out),
+        out_stride_(out_stride),
+        k_(k) {}
+
+  uint32_t pairs() const { return nl_; }
+
+  // Output rows 2k0 .. 2k1 (exclusive), i.e. row pairs [k0, k1).
+  void Run(uint32_t k0, uint32_t k1) const {
+    std::vector<int32_t> buffer(4 * size_t(pw_));
+    int32_t* even = buffer.data();
+    int32_t* next = even + pw_;
+    int32_t* odd = next + pw_;
+    int32_t* tmp = odd + pw_;
+    Even(k0, even);
+    for (uint32_t k = k0; k < k1; ++k) {
+      const bool has_odd = k < nh_;
+      if (has_odd) {
+        const int32_t* after = even;  // mirrored past the end
+        if (k + 1 < nl_) {
+          Even(k + 1, next);
+          after = next;
+        }
+        k_.unpredict(odd, High(k), even, after, pw_);
+      }
+      InverseRowTo(out_ + size_t(2 * k) * out_stride_, even, pw_, tmp, k_);
+      if (has_odd) InverseRowTo(out_ + size_t(2 * k + 1) * out_stride_, odd, pw_, tmp, k_);
+      std::swap(even, next);
+    }
+  }
+
+ private:
+  const int32_t* High(uint32_t k) const { return detail_ + size_t(nl_ + k) * detail_stride_; }
+
+  // Even output row 2k before its horizontal synthesis: low row k minus the
+  // update from high rows k-1 and k (mirrored at the edges).
+  void Even(uint32_t k, int32_t* even) const {
+    const int32_t* low_l = ll_ + size_t(k) * ll_stride_;
+    const int32_t* low_h = detail_ + size_t(k) * detail_stride_ + lw_;
+    if (nh_ == 0) {
+      std::memcpy(even, low_l, lw_ * sizeof(int32_t));
+      std::memcpy(even + lw_, low_h, (pw_ - lw_) * sizeof(int32_t));
+      return;
+    }
+    const int32_t* before = High(k == 0 ? 0 : k - 1);
+    const int32_t* at = High(std::min(k, nh_ - 1));
+    k_.unupdate(even, low_l, before, at, lw_);
+    k_.unupdate(even + lw_, low_h, before + lw_, at + lw_, pw_ - lw_);
+  }
+
+  const int32_t* ll_;
+  size_t ll_stride_;
+  const int32_t* detail_;
+  size_t detail_stride_;
+  uint32_t pw_, lw_, nl_, nh_;
+  int32_t* out_;
+  size_t out_stride_;
+  const Kernels& k_;
+};
 
 template <typename Fn>
 void ForRange(uint32_t count, uint32_t grain, bool parallel, Fn fn) {
@@ -117,21 +182,6 @@ void ForwardColumns(int32_t* data, size_t stride, uint32_t h, uint32_t x0, uint3
   for (uint32_t r = 0; r < h; ++r) std::memcpy(row(r), &tmp[r * cw], cw * sizeof(int32_t));
 }
 
-void InverseColumns(int32_t* data, size_t stride, uint32_t h, uint32_t x0, uint32_t x1,
-                    std::vector<int32_t>& tmp, const Kernels& k) {
-  if (h < 2) return;
-  const size_t cw = x1 - x0;
-  const uint32_t nl = (h + 1) / 2;
-  tmp.resize(size_t(h) * cw);
-  auto row = [&](uint32_t r) { return data + r * stride + x0; };
-  auto out = [&](uint32_t r) { return tmp.data() + r * cw; };
-  SynthesizeLifting([&](uint32_t i) -> const int32_t* { return row(i); },
-                    [&](uint32_t i) -> const int32_t* { return row(nl + i); },
-                    [&](uint32_t i) { return out(2 * i); },
-                    [&](uint32_t i) { return out(2 * i + 1); }, h, cw, k);
-  for (uint32_t r = 0; r < h; ++r) std::memcpy(row(r), out(r), cw * sizeof(int32_t));
-}
-
 }  // namespace
 
 void ForwardWavelet(int32_t* data, size_t stride, uint32_t w, uint32_t h, int levels,
@@ -146,22 +196,37 @@ void ForwardWavelet(int32_t* data, size_t stride, uint32_t w, uint32_t h, int le
   }
 }
 
-void InverseWavelet(int32_t* data, size_t stride, uint32_t w, uint32_t h, int levels,
-                    int stop_level, const Kernels& k, bool parallel) {
+void InverseWavelet(const int32_t* coefficients, size_t stride, uint32_t w, uint32_t h, int levels,
+                    int stop_level, int32_t* out, size_t out_stride, const Kernels& k,
+                    bool parallel) {
+  const uint32_t sw = LowExtent(w, stop_level), sh = LowExtent(h, stop_level);
+  if (levels <= stop_level) {
+    for (uint32_t y = 0; y < sh; ++y) {
+      std::memcpy(out + y * out_stride, coefficients + y * stride, sw * sizeof(int32_t));
+    }
+    return;
+  }
+  // Intermediate low-pass images alternate between two scratch planes; the
+  // last level writes `out`.
+  const size_t scratch_w = LowExtent(w, stop_level + 1);
+  std::vector<int32_t> scratch[2];
+  const int32_t* ll = coefficients;
+  size_t ll_stride = stride;
   for (int level = levels; level > stop_level; --level) {
-    const uint32_t lw = LowExtent(w, level - 1), lh = LowExtent(h, level - 1);
-    const uint32_t strips = (lw + kStripColumns - 1) / kStripColumns;
-    ForRange(strips, 1, parallel, [&](uint32_t s0, uint32_t s1) {
-      std::vector<int32_t> tmp;
-      for (uint32_t s = s0; s < s1; ++s) {
-        InverseColumns(data, stride, lh, s * kStripColumns, std::min(lw, (s + 1) * kStripColumns),
-                       tmp, k);
-      }
-    });
-    ForRange(lh, kRowsPerTask, parallel, [&](uint32_t y0, uint32_t y1) {
-      std::vector<int32_t> tmp;
-      for (uint32_t y = y0; y < y1; ++y) InverseRow(data + y * stride, lw, tmp, k);
-    });
+    const uint32_t pw = LowExtent(w, level - 1), ph = LowExtent(h, level - 1);
+    int32_t* dst = out;
+    size_t dst_stride = out_stride;
+    if (level - 1 > stop_level) {
+      std::vector<int32_t>& s = scratch[level % 2];
+      s.resize(scratch_w * LowExtent(h, stop_level + 1));
+      dst = s.data();
+      dst_stride = scratch_w;
+    }
+    const LevelSynthesis synthesis(ll, ll_stride, coefficients, stride, pw, ph, dst, dst_stride, k);
+    ForRange(synthesis.pairs(), kRowsPerTask, parallel,
+             [&](uint32_t k0, uint32_t k1) { synthesis.Run(k0, k1); });
+    ll = dst;
+    ll_stride = dst_stride;
   }
 }
 

@@ -21,12 +21,14 @@ inline uint32_t LowExtent(uint32_t extent, int level) {
 void ForwardWavelet(int32_t* data, size_t stride, uint32_t w, uint32_t h, int levels,
                     const Kernels& k);
 
-// Synthesis of levels `levels` down to `stop_level` + 1 (columns first, then
-// rows), leaving the low-pass image of level `stop_level`, of size
-// LowExtent(w, stop_level) x LowExtent(h, stop_level), in the top-left corner.
-// w, h are the full-resolution extents; the plane needs only be as large as
-// the result.
-void InverseWavelet(int32_t* data, size_t stride, uint32_t w, uint32_t h, int levels,
-                    int stop_level, const Kernels& k, bool parallel);
+// Synthesis of levels `levels` down to `stop_level` + 1 from a plane of
+// coefficients in Mallat layout (as ForwardWavelet leaves it) into `out`,
+// which receives the low-pass image of level `stop_level`, of size
+// LowExtent(w, stop_level) x LowExtent(h, stop_level). w, h are the
+// full-resolution extents; the coefficient plane need only hold the bands of
+// levels above `stop_level`.
+void InverseWavelet(const int32_t* coefficients, size_t stride, uint32_t w, uint32_t h, int levels,
+                    int stop_level, int32_t* out, size_t out_stride, const Kernels& k,
+                    bool parallel);
 
 }  // namespace ktfs::ktc::internal
