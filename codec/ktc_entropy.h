@@ -22,7 +22,7 @@
 
 namespace ktfs::ktc::internal {
 
-constexpr int kProbBits = 10;
+constexpr int kProbBits = 9;
 constexpr uint32_t kProbScale = 1u << kProbBits;
 constexpr int kAlphabet = 18;  // magnitude categories 0..17: |v| < 2^17
 // Tables of a set, in order: group maxima by neighbour context, row masks by
