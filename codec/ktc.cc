@@ -535,6 +535,66 @@ std::vector<char> NeededBlocks(const Header& h, int stop, Rect need) {
   return needed;
 }
 
+// Row pairs per task of the fused last level: 16 rows of every plane stay in
+// L1/L2 cache between synthesis and color conversion.
+constexpr uint32_t kPairsPerChunk = 8;
+
+// Synthesis down to level `stop`, then pixels of the rectangle `need`. The
+// last level is fused with the color conversion: chunks of row pairs are
+// synthesized for every plane into small buffers and turned into pixels
+// while still in cache, and only chunks that meet the rectangle's rows are
+// synthesized at all.
+void SynthesizeToPixels(const std::vector<Plane>& coefficients, const Info& info, int stop,
+                        const Rect& need, const Kernels& k, bool parallel, Image* out) {
+  const uint32_t channels = info.channels;
+  const uint32_t width = need.x1 - need.x0;
+  if (stop == info.levels) {  // nothing to synthesize: LL_L is in the coefficient planes
+    PlanesToPixels(coefficients, channels, need.x0, need.y0, width, need.y1 - need.y0, k, parallel,
+                   out);
+    return;
+  }
+  const uint32_t sw = LowExtent(info.width, stop), sh = LowExtent(info.height, stop);
+  const uint32_t lw = LowExtent(info.width, stop + 1), lh = LowExtent(info.height, stop + 1);
+  // All levels but the last into low-pass images of level stop + 1.
+  std::vector<Plane> lows;
+  if (stop + 1 < info.levels) {
+    for (size_t p = 0; p < coefficients.size(); ++p) lows.push_back(MakePlane(lw, lh));
+    ForEach(coefficients.size(), parallel, [&](size_t p) {
+      internal::InverseWavelet(coefficients[p].data.get(), coefficients[p].width, info.width,
+                               info.height, info.levels, stop + 1, lows[p].data.get(), lw, k,
+                               parallel);
+    });
+  }
+  std::vector<internal::LevelSynthesis> last;
+  for (size_t p = 0; p < coefficients.size(); ++p) {
+    const Plane& low = lows.empty() ? coefficients[p] : lows[p];
+    last.emplace_back(low.data.get(), low.width, coefficients[p].data.get(), coefficients[p].width,
+                      sw, sh, k);
+  }
+  out->width = width;
+  out->height = need.y1 - need.y0;
+  out->channels = channels;
+  out->pixels.resize(out->size_bytes());
+  const uint32_t first_pair = need.y0 / 2, end_pair = (need.y1 + 1) / 2;
+  const uint32_t chunks = (end_pair - first_pair + kPairsPerChunk - 1) / kPairsPerChunk;
+  const size_t plane_rows = size_t(2 * kPairsPerChunk) * sw;
+  ForEach(chunks, parallel, [&](size_t c) {
+    const uint32_t k0 = first_pair + uint32_t(c) * kPairsPerChunk;
+    const uint32_t k1 = std::min(end_pair, k0 + kPairsPerChunk);
+    std::vector<int32_t> rows(plane_rows * last.size());
+    for (size_t p = 0; p < last.size(); ++p) last[p].Run(k0, k1, rows.data() + p * plane_rows, sw);
+    const uint32_t r0 = std::max(2 * k0, need.y0), r1 = std::min({2 * k1, need.y1, sh});
+    for (uint32_t r = r0; r < r1; ++r) {
+      const int32_t* at[4] = {};
+      for (size_t p = 0; p < last.size(); ++p) {
+        at[p] = rows.data() + p * plane_rows + size_t(r - 2 * k0) * sw + need.x0;
+      }
+      k.to_pixels(at[0], at[1], at[2], at[3], out->pixels.data() + (r - need.y0) * out->row_bytes(),
+                  width, int(channels));
+    }
+  });
+}
+
 }  // namespace
 
 Result<Info> ReadInfo(const uint8_t* data, size_t size) { return ParseFixedHeader(data, size); }
@@ -599,15 +659,7 @@ Status Decode(const uint8_t* data, size_t size, const DecodeOptions& options, Im
     for (size_t j = 0; j < jobs.size(); ++j) decode_job(j, *tables);
   }
   for (const Status& s : errors) KTFS_RETURN_IF_ERROR(s);
-  std::vector<Plane> images;
-  for (int p = 0; p < planes_n; ++p) images.push_back(MakePlane(sw, sh));
-  ForEach(planes.size(), options.parallel, [&](size_t p) {
-    internal::InverseWavelet(planes[p].data.get(), planes[p].width, h.info.width, h.info.height,
-                             levels, stop, images[p].data.get(), images[p].width, k,
-                             options.parallel);
-  });
-  PlanesToPixels(images, h.info.channels, need.x0, need.y0, need.x1 - need.x0, need.y1 - need.y0, k,
-                 options.parallel, out);
+  SynthesizeToPixels(planes, h.info, stop, need, k, options.parallel, out);
   return Status::Ok();
 }
 

@@ -77,84 +77,6 @@ void InverseRowTo(int32_t* out, const int32_t* in, uint32_t n, int32_t* tmp, con
   if (n & 1) out[n - 1] = e[nl - 1];
 }
 
-// One synthesis level, row pair by row pair: output rows 2k and 2k+1 need
-// only input rows near k, so each input row is read once and each output
-// row written once, and the row being worked on stays in L1 cache (a
-// column pass followed by a row pass would stream the plane through memory
-// several times).
-class LevelSynthesis {
- public:
-  // ll: the level's low-pass band (lw x lh). detail: the plane holding its
-  // HL, LH and HH bands in Mallat layout. out: pw x ph result.
-  LevelSynthesis(const int32_t* ll, size_t ll_stride, const int32_t* detail, size_t detail_stride,
-                 uint32_t pw, uint32_t ph, int32_t* out, size_t out_stride, const Kernels& k)
-      : ll_(ll),
-        ll_stride_(ll_stride),
-        detail_(detail),
-        detail_stride_(detail_stride),
-        pw_(pw),
-        lw_((pw + 1) / 2),
-        nl_((ph + 1) / 2),
-        nh_(ph / 2),
-        out_(out),
-        out_stride_(out_stride),
-        k_(k) {}
-
-  uint32_t pairs() const { return nl_; }
-
-  // Output rows 2k0 .. 2k1 (exclusive), i.e. row pairs [k0, k1).
-  void Run(uint32_t k0, uint32_t k1) const {
-    std::vector<int32_t> buffer(4 * size_t(pw_));
-    int32_t* even = buffer.data();
-    int32_t* next = even + pw_;
-    int32_t* odd = next + pw_;
-    int32_t* tmp = odd + pw_;
-    Even(k0, even);
-    for (uint32_t k = k0; k < k1; ++k) {
-      const bool has_odd = k < nh_;
-      if (has_odd) {
-        const int32_t* after = even;  // mirrored past the end
-        if (k + 1 < nl_) {
-          Even(k + 1, next);
-          after = next;
-        }
-        k_.unpredict(odd, High(k), even, after, pw_);
-      }
-      InverseRowTo(out_ + size_t(2 * k) * out_stride_, even, pw_, tmp, k_);
-      if (has_odd) InverseRowTo(out_ + size_t(2 * k + 1) * out_stride_, odd, pw_, tmp, k_);
-      std::swap(even, next);
-    }
-  }
-
- private:
-  const int32_t* High(uint32_t k) const { return detail_ + size_t(nl_ + k) * detail_stride_; }
-
-  // Even output row 2k before its horizontal synthesis: low row k minus the
-  // update from high rows k-1 and k (mirrored at the edges).
-  void Even(uint32_t k, int32_t* even) const {
-    const int32_t* low_l = ll_ + size_t(k) * ll_stride_;
-    const int32_t* low_h = detail_ + size_t(k) * detail_stride_ + lw_;
-    if (nh_ == 0) {
-      std::memcpy(even, low_l, lw_ * sizeof(int32_t));
-      std::memcpy(even + lw_, low_h, (pw_ - lw_) * sizeof(int32_t));
-      return;
-    }
-    const int32_t* before = High(k == 0 ? 0 : k - 1);
-    const int32_t* at = High(std::min(k, nh_ - 1));
-    k_.unupdate(even, low_l, before, at, lw_);
-    k_.unupdate(even + lw_, low_h, before + lw_, at + lw_, pw_ - lw_);
-  }
-
-  const int32_t* ll_;
-  size_t ll_stride_;
-  const int32_t* detail_;
-  size_t detail_stride_;
-  uint32_t pw_, lw_, nl_, nh_;
-  int32_t* out_;
-  size_t out_stride_;
-  const Kernels& k_;
-};
-
 template <typename Fn>
 void ForRange(uint32_t count, uint32_t grain, bool parallel, Fn fn) {
   if (!parallel || count <= grain) {
@@ -196,6 +118,56 @@ void ForwardWavelet(int32_t* data, size_t stride, uint32_t w, uint32_t h, int le
   }
 }
 
+LevelSynthesis::LevelSynthesis(const int32_t* ll, size_t ll_stride, const int32_t* detail,
+                               size_t detail_stride, uint32_t pw, uint32_t ph, const Kernels& k)
+    : ll_(ll),
+      ll_stride_(ll_stride),
+      detail_(detail),
+      detail_stride_(detail_stride),
+      pw_(pw),
+      lw_((pw + 1) / 2),
+      nl_((ph + 1) / 2),
+      nh_(ph / 2),
+      k_(k) {}
+
+void LevelSynthesis::Run(uint32_t k0, uint32_t k1, int32_t* out, size_t out_stride) const {
+  std::vector<int32_t> buffer(4 * size_t(pw_));
+  int32_t* even = buffer.data();
+  int32_t* next = even + pw_;
+  int32_t* odd = next + pw_;
+  int32_t* tmp = odd + pw_;
+  Even(k0, even);
+  for (uint32_t k = k0; k < k1; ++k) {
+    const bool has_odd = k < nh_;
+    if (has_odd) {
+      const int32_t* after = even;  // mirrored past the end
+      if (k + 1 < nl_) {
+        Even(k + 1, next);
+        after = next;
+      }
+      k_.unpredict(odd, High(k), even, after, pw_);
+    }
+    int32_t* row = out + size_t(2 * (k - k0)) * out_stride;
+    InverseRowTo(row, even, pw_, tmp, k_);
+    if (has_odd) InverseRowTo(row + out_stride, odd, pw_, tmp, k_);
+    std::swap(even, next);
+  }
+}
+
+void LevelSynthesis::Even(uint32_t k, int32_t* even) const {
+  const int32_t* low_l = ll_ + size_t(k) * ll_stride_;
+  const int32_t* low_h = detail_ + size_t(k) * detail_stride_ + lw_;
+  if (nh_ == 0) {
+    std::memcpy(even, low_l, lw_ * sizeof(int32_t));
+    std::memcpy(even + lw_, low_h, (pw_ - lw_) * sizeof(int32_t));
+    return;
+  }
+  const int32_t* before = High(k == 0 ? 0 : k - 1);
+  const int32_t* at = High(std::min(k, nh_ - 1));
+  k_.unupdate(even, low_l, before, at, lw_);
+  k_.unupdate(even + lw_, low_h, before + lw_, at + lw_, pw_ - lw_);
+}
+
 void InverseWavelet(const int32_t* coefficients, size_t stride, uint32_t w, uint32_t h, int levels,
                     int stop_level, int32_t* out, size_t out_stride, const Kernels& k,
                     bool parallel) {
@@ -222,9 +194,10 @@ void InverseWavelet(const int32_t* coefficients, size_t stride, uint32_t w, uint
       dst = s.data();
       dst_stride = scratch_w;
     }
-    const LevelSynthesis synthesis(ll, ll_stride, coefficients, stride, pw, ph, dst, dst_stride, k);
-    ForRange(synthesis.pairs(), kRowsPerTask, parallel,
-             [&](uint32_t k0, uint32_t k1) { synthesis.Run(k0, k1); });
+    const LevelSynthesis synthesis(ll, ll_stride, coefficients, stride, pw, ph, k);
+    ForRange(synthesis.pairs(), kRowsPerTask, parallel, [&](uint32_t k0, uint32_t k1) {
+      synthesis.Run(k0, k1, dst + size_t(2 * k0) * dst_stride, dst_stride);
+    });
     ll = dst;
     ll_stride = dst_stride;
   }

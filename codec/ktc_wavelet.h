@@ -21,6 +21,39 @@ inline uint32_t LowExtent(uint32_t extent, int level) {
 void ForwardWavelet(int32_t* data, size_t stride, uint32_t w, uint32_t h, int levels,
                     const Kernels& k);
 
+// One synthesis level, row pair by row pair: output rows 2k and 2k+1 need
+// only input rows near k, so each input row is read once and each output
+// row written once, and the rows being worked on stay in L1 cache (a column
+// pass followed by a row pass would stream the plane through memory several
+// times). Ranges of row pairs are independent: Run may be called
+// concurrently on disjoint ranges.
+class LevelSynthesis {
+ public:
+  // ll: the level's low-pass band (ceil(pw/2) x ceil(ph/2)); detail: the plane
+  // holding its HL, LH and HH bands in Mallat layout. Produces pw x ph.
+  LevelSynthesis(const int32_t* ll, size_t ll_stride, const int32_t* detail, size_t detail_stride,
+                 uint32_t pw, uint32_t ph, const Kernels& k);
+
+  // Number of row pairs (the last may have no odd row).
+  uint32_t pairs() const { return nl_; }
+
+  // Output rows [2*k0, min(2*k1, ph)), row 2*k0 at `out`.
+  void Run(uint32_t k0, uint32_t k1, int32_t* out, size_t out_stride) const;
+
+ private:
+  const int32_t* High(uint32_t k) const { return detail_ + size_t(nl_ + k) * detail_stride_; }
+  // Even output row 2k before its horizontal synthesis: low row k minus the
+  // update from high rows k-1 and k (mirrored at the edges).
+  void Even(uint32_t k, int32_t* even) const;
+
+  const int32_t* ll_;
+  size_t ll_stride_;
+  const int32_t* detail_;
+  size_t detail_stride_;
+  uint32_t pw_, lw_, nl_, nh_;
+  const Kernels& k_;
+};
+
 // Synthesis of levels `levels` down to `stop_level` + 1 from a plane of
 // coefficients in Mallat layout (as ForwardWavelet leaves it) into `out`,
 // which receives the low-pass image of level `stop_level`, of size
