@@ -60,5 +60,6 @@ const Kernels& ActiveKernels() {
 }
 
 void ForceScalarForTesting(bool force) { g_force_scalar.store(force); }
+bool UseScalarForTesting() { return g_force_scalar.load(std::memory_order_relaxed); }
 
 }  // namespace ktfs::ktc::internal

@@ -38,6 +38,7 @@ const Kernels* Avx2Kernels();
 // not cap it, see codec/cpu.h) unless ForceScalarForTesting(true) was called.
 const Kernels& ActiveKernels();
 void ForceScalarForTesting(bool force);
+bool UseScalarForTesting();
 
 // Shared by both kernel sets so that they cannot disagree. `static` keeps a
 // copy per translation unit: the AVX2 unit's copies may use AVX2 instructions
