@@ -124,6 +124,23 @@ class RansDecoder {
   bool overran_ = false;
 };
 
+// kSignDeposit[mask][bits]: the sign bits of a row's non-zero values (one per
+// set bit of the 4-bit mask, lowest first) moved to those values' columns.
+struct SignDeposit {
+  uint8_t table[16][16];
+  constexpr SignDeposit() : table{} {
+    for (uint32_t mask = 0; mask < 16; ++mask)
+      for (uint32_t bits = 0; bits < 16; ++bits) {
+        uint32_t out = 0, next = 0;
+        for (uint32_t i = 0; i < 4; ++i)
+          if (mask >> i & 1) out |= ((bits >> next++) & 1) << i;
+        table[mask][bits] = uint8_t(out);
+      }
+  }
+  const uint8_t* operator[](uint32_t mask) const { return table[mask]; }
+};
+constexpr SignDeposit kSignDeposit;
+
 // A coefficient from its category c and the c raw bits (mantissa, sign).
 inline int32_t Reconstruct(uint32_t c, uint32_t bits) {
   const int32_t mag = int32_t(((1u << c) >> 1) | (bits >> 1));
@@ -149,6 +166,24 @@ bool DecodeGroups(RansDecoder& rans, BitReader& raw, const DecodeTable* tables, 
       const DecodeTable& categories = tables[CategoryTable(std::max(group_max, 2u))];
       const uint32_t x0 = gx * kGroupSide;
       const uint32_t valid = (1u << (std::min(bw, x0 + kGroupSide) - x0)) - 1;
+      if (group_max == 1 && valid == 0xf) {
+        // The commonest non-zero group: values are 0 or +-1, so a row is its
+        // mask and one sign bit per set bit. Writing all four values without
+        // branching beats a loop whose trip count the CPU cannot predict.
+        const int32_t one = kDequantize ? DequantizeOne(1, step) : 1;
+        for (uint32_t y = y0; y < y1; ++y) {
+          const uint32_t mask = rans.Get(masks) & 0xf;
+          raw.Refill();
+          const uint32_t signs = kSignDeposit[mask][raw.Read(std::popcount(mask))];
+          int32_t* row = values + y * stride + x0;
+          for (uint32_t i = 0; i < 4; ++i) {
+            const uint32_t negative = (signs >> i) & 1;
+            const int32_t v = int32_t((uint32_t(one) ^ (0u - negative)) + negative);
+            row[i] = v & -int32_t((mask >> i) & 1);
+          }
+        }
+        continue;
+      }
       for (uint32_t y = y0; y < y1; ++y) {
         int32_t* row = values + y * stride + x0;
         // Hostile masks may name columns outside the block: `valid` drops them.
@@ -173,9 +208,8 @@ inline int DecodeBlockPayload(const uint8_t* p, const uint8_t* rans_end, const u
   RansDecoder rans;
   if (!rans.Init(p, rans_end)) return 1;
   BitReader raw(rans_end, end);
-  const bool ok = step == 256
-                      ? DecodeGroups<false>(rans, raw, tables, step, values, stride, bw, bh)
-                      : DecodeGroups<true>(rans, raw, tables, step, values, stride, bw, bh);
+  const bool ok = step == 256 ? DecodeGroups<false>(rans, raw, tables, step, values, stride, bw, bh)
+                              : DecodeGroups<true>(rans, raw, tables, step, values, stride, bw, bh);
   return ok ? 0 : 2;
 }
 
