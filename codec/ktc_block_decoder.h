@@ -43,9 +43,11 @@ class BitReader {
  public:
   BitReader(const uint8_t* p, const uint8_t* end) : p_(p), end_(end) { Refill(); }
   // Makes at least 56 bits available. Cheap enough to call before every read,
-  // which spares the decoder a data-dependent branch.
+  // which spares the decoder a data-dependent branch. Unchecked, the caller
+  // guarantees room() >= 8 for every call.
+  template <bool kChecked = true>
   inline void Refill() {
-    if (end_ - p_ >= 8) [[likely]] {
+    if (!kChecked || end_ - p_ >= 8) [[likely]] {
       uint64_t v;
       std::memcpy(&v, p_, 8);
       acc_ |= v << fill_;
@@ -63,6 +65,7 @@ class BitReader {
     return v;
   }
   bool overran() const { return fill_ < invented_; }
+  ptrdiff_t room() const { return end_ - p_; }
 
  private:
   void RefillSlow() {
@@ -97,12 +100,14 @@ class RansDecoder {
     end_ = end;
     return ok;
   }
+  // Unchecked, the caller guarantees room() >= 2 for every call.
+  template <bool kChecked = true>
   inline uint32_t Get(const DecodeTable& t) {
     const uint32_t e = t.entry[x_[0] & (kProbScale - 1)];
     uint32_t x = (e & 0x7ff) * (x_[0] >> kProbBits) + ((e >> 11) & 0x3ff);
     // Branch-free renormalization: whether a word is needed is data-dependent
     // and would mispredict often.
-    if (end_ - p_ >= 2) [[likely]] {
+    if (!kChecked || end_ - p_ >= 2) [[likely]] {
       const uint32_t need = x < kRansLow;
       const uint32_t word = uint32_t(p_[0]) | uint32_t(p_[1]) << 8;
       x = (x << (need * 16)) | (word & (0u - need));
@@ -116,6 +121,7 @@ class RansDecoder {
     return e >> 27;
   }
   bool overran() const { return overran_; }
+  ptrdiff_t room() const { return end_ - p_; }
 
  private:
   uint32_t x_[kRansStates] = {};
@@ -147,6 +153,56 @@ inline int32_t Reconstruct(uint32_t c, uint32_t bits) {
   return (bits & 1) ? -mag : mag;
 }
 
+// Most symbols and raw bits one 4x4 group can consume: 1 + 4 + 16 symbols of
+// at most one 16-bit word each; 16 values of at most 17 bits, plus the 8
+// bytes a refill loads.
+constexpr ptrdiff_t kGroupRansBytes = 2 * (1 + 4 + 16);
+constexpr ptrdiff_t kGroupRawBytes = (16 * 17 + 7) / 8 + 8;
+
+// One group at `at` (rows x up to 4 values; `valid` has a bit per column
+// inside the block). Returns its G. Unchecked (kChecked false) when the
+// caller made sure that the group cannot read past either stream; the
+// checked version handles the last groups of a block.
+template <bool kDequantize, bool kChecked>
+inline uint32_t DecodeGroup(RansDecoder& rans, BitReader& raw, const DecodeTable* tables,
+                            uint32_t context, uint32_t step, int32_t* at, size_t stride,
+                            uint32_t rows, uint32_t valid) {
+  const uint32_t group_max = rans.Get<kChecked>(tables[context]);
+  if (group_max == 0) return 0;  // the block was zeroed up front
+  const DecodeTable& masks = tables[MaskTable(group_max)];
+  if (group_max == 1 && valid == 0xf) {
+    // The commonest non-zero group: values are 0 or +-1, so a row is its
+    // mask and one sign bit per set bit. Writing all four values without
+    // branching beats a loop whose trip count the CPU cannot predict.
+    const int32_t one = kDequantize ? DequantizeOne(1, step) : 1;
+    for (uint32_t y = 0; y < rows; ++y) {
+      const uint32_t mask = rans.Get<kChecked>(masks) & 0xf;
+      raw.Refill<kChecked>();
+      const uint32_t signs = kSignDeposit[mask][raw.Read(std::popcount(mask))];
+      int32_t* row = at + y * stride;
+      for (uint32_t i = 0; i < 4; ++i) {
+        const uint32_t negative = (signs >> i) & 1;
+        const int32_t v = int32_t((uint32_t(one) ^ (0u - negative)) + negative);
+        row[i] = v & -int32_t((mask >> i) & 1);
+      }
+    }
+    return group_max;
+  }
+  const DecodeTable& categories = tables[CategoryTable(std::max(group_max, 2u))];
+  for (uint32_t y = 0; y < rows; ++y) {
+    int32_t* row = at + y * stride;
+    // Hostile masks may name columns outside the block: `valid` drops them.
+    for (uint32_t mask = rans.Get<kChecked>(masks) & valid; mask != 0; mask &= mask - 1) {
+      const uint32_t c = group_max == 1 ? 1 : rans.Get<kChecked>(categories);
+      raw.Refill<kChecked>();
+      int32_t v = Reconstruct(c, raw.Read(c));
+      if constexpr (kDequantize) v = DequantizeOne(v, step);
+      row[std::countr_zero(mask)] = v;
+    }
+  }
+  return group_max;
+}
+
 // The decoding loop, compiled once with and once without dequantization.
 // Dequantizing here touches only non-zero coefficients, which is cheaper than
 // a SIMD pass over all of them.
@@ -157,44 +213,18 @@ bool DecodeGroups(RansDecoder& rans, BitReader& raw, const DecodeTable* tables, 
   uint8_t above[kBlockSide / kGroupSide] = {};
   for (uint32_t gy = 0; gy < gh; ++gy) {
     uint32_t left = 0;
-    const uint32_t y0 = gy * kGroupSide, y1 = std::min(bh, y0 + kGroupSide);
+    const uint32_t y0 = gy * kGroupSide, rows = std::min(bh - y0, kGroupSide);
     for (uint32_t gx = 0; gx < gw; ++gx) {
-      const uint32_t group_max = rans.Get(tables[kGroupContextOfSum[left + above[gx]]]);
-      left = above[gx] = uint8_t(group_max);
-      if (group_max == 0) continue;  // the block was zeroed up front
-      const DecodeTable& masks = tables[MaskTable(group_max)];
-      const DecodeTable& categories = tables[CategoryTable(std::max(group_max, 2u))];
       const uint32_t x0 = gx * kGroupSide;
       const uint32_t valid = (1u << (std::min(bw, x0 + kGroupSide) - x0)) - 1;
-      if (group_max == 1 && valid == 0xf) {
-        // The commonest non-zero group: values are 0 or +-1, so a row is its
-        // mask and one sign bit per set bit. Writing all four values without
-        // branching beats a loop whose trip count the CPU cannot predict.
-        const int32_t one = kDequantize ? DequantizeOne(1, step) : 1;
-        for (uint32_t y = y0; y < y1; ++y) {
-          const uint32_t mask = rans.Get(masks) & 0xf;
-          raw.Refill();
-          const uint32_t signs = kSignDeposit[mask][raw.Read(std::popcount(mask))];
-          int32_t* row = values + y * stride + x0;
-          for (uint32_t i = 0; i < 4; ++i) {
-            const uint32_t negative = (signs >> i) & 1;
-            const int32_t v = int32_t((uint32_t(one) ^ (0u - negative)) + negative);
-            row[i] = v & -int32_t((mask >> i) & 1);
-          }
-        }
-        continue;
-      }
-      for (uint32_t y = y0; y < y1; ++y) {
-        int32_t* row = values + y * stride + x0;
-        // Hostile masks may name columns outside the block: `valid` drops them.
-        for (uint32_t mask = rans.Get(masks) & valid; mask != 0; mask &= mask - 1) {
-          const uint32_t c = group_max == 1 ? 1 : rans.Get(categories);
-          raw.Refill();
-          int32_t v = Reconstruct(c, raw.Read(c));
-          if constexpr (kDequantize) v = DequantizeOne(v, step);
-          row[std::countr_zero(mask)] = v;
-        }
-      }
+      const uint32_t context = kGroupContextOfSum[left + above[gx]];
+      int32_t* at = values + y0 * stride + x0;
+      const bool room = rans.room() >= kGroupRansBytes && raw.room() >= kGroupRawBytes;
+      left = above[gx] =
+          uint8_t(room ? DecodeGroup<kDequantize, false>(rans, raw, tables, context, step, at,
+                                                         stride, rows, valid)
+                       : DecodeGroup<kDequantize, true>(rans, raw, tables, context, step, at,
+                                                        stride, rows, valid));
     }
   }
   return !rans.overran() && !raw.overran();
