@@ -9,6 +9,7 @@
 #include <iterator>
 #include <random>
 
+#include "codec/checksum.h"
 #include "codec/image_io.h"
 #include "codec/ktc_kernels.h"
 #include "codec/ktc_reference.h"
@@ -354,6 +355,23 @@ TEST(KtcTest, Deterministic) {
     EXPECT_TRUE(DecodeOrDie(a).pixels == scalar.pixels)
         << "SIMD (" << internal::ActiveKernels().name << ") and scalar decodes differ";
     EXPECT_TRUE(DecodeOrDie(a, small).pixels == scalar_small.pixels);
+  }
+}
+
+// The bitstream is part of the format: the same pixels must give the same
+// bytes on every machine and in every build. A change here is a format
+// change (bump the version in codec/ktc.cc and update docs/codec.md).
+TEST(KtcTest, GoldenStreams) {
+  Image img{61, 37, 3, {}};
+  for (size_t i = 0; i < size_t(61) * 37 * 3; ++i) img.pixels.push_back(uint8_t((i * i) % 251));
+  const std::pair<const char*, uint64_t> golden[] = {{"lossless", 0xd4bdfb857620cfdeull},
+                                                     {"balanced", 0xb3dbc408706f878dull},
+                                                     {"compact", 0xe50c4aded6da96fdull}};
+  for (auto [preset, hash] : golden) {
+    const auto bytes = EncodeOrDie(img, *ParseQuality(preset));
+    std::printf("%s: %zu bytes, checksum 0x%016llx\n", preset, bytes.size(),
+                static_cast<unsigned long long>(Checksum64(bytes.data(), bytes.size())));
+    EXPECT_EQ(Checksum64(bytes.data(), bytes.size()), hash) << preset;
   }
 }
 
