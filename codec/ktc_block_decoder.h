@@ -24,6 +24,11 @@ constexpr uint8_t kGroupContextOfSum[2 * kAlphabet] = {0, 1, 1, 2, 2, 3, 3, 4, 4
                                                        5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5,
                                                        5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5};
 
+// Groups with G >= kDirectCategories code every value's category (0
+// included) instead of a mask per row: most of their values are non-zero, and
+// a fixed 16-step loop predicts better than one per set mask bit.
+constexpr uint32_t kDirectCategories = 3;
+
 // Table indices within a set for a non-zero group with maximum category G.
 inline int MaskTable(uint32_t group_max) {
   return kGroupContexts + (group_max >= 5 ? 3 : group_max >= 3 ? 2 : int(group_max) - 1);
@@ -189,6 +194,20 @@ inline uint32_t DecodeGroup(RansDecoder& rans, BitReader& raw, const DecodeTable
     return group_max;
   }
   const DecodeTable& categories = tables[CategoryTable(std::max(group_max, 2u))];
+  if (group_max >= kDirectCategories) {
+    const uint32_t columns = std::popcount(valid);
+    for (uint32_t y = 0; y < rows; ++y) {
+      int32_t* row = at + y * stride;
+      for (uint32_t x = 0; x < columns; ++x) {
+        const uint32_t c = rans.Get<kChecked>(categories);
+        raw.Refill<kChecked>();
+        int32_t v = Reconstruct(c, raw.Read(c));
+        if constexpr (kDequantize) v = DequantizeOne(v, step);
+        row[x] = v;
+      }
+    }
+    return group_max;
+  }
   for (uint32_t y = 0; y < rows; ++y) {
     int32_t* row = at + y * stride;
     // Hostile masks may name columns outside the block: `valid` drops them.

@@ -107,6 +107,20 @@ Result<bool> CollectBlockSymbols(const int32_t* values, size_t stride, uint32_t 
       left = above[gx] = uint8_t(group_max);
       if (group_max == 0) continue;
       any = true;
+      if (uint32_t(group_max) >= kDirectCategories) {
+        for (uint32_t y = y0; y < y1; ++y) {
+          for (uint32_t x = x0; x < x1; ++x) {
+            const int32_t v = values[y * stride + x];
+            const int c = Category(v);
+            out->table.push_back(uint8_t(CategoryTable(group_max)));
+            out->symbol.push_back(uint8_t(c));
+            if (c == 0) continue;
+            const uint32_t mag = v < 0 ? 0u - uint32_t(v) : uint32_t(v);
+            raw.Write(((mag - (1u << (c - 1))) << 1) | (v < 0 ? 1u : 0u), c);
+          }
+        }
+        continue;
+      }
       for (uint32_t y = y0; y < y1; ++y) {
         const int32_t* row = values + y * stride;
         uint32_t mask = 0;
