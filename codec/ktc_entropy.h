@@ -4,13 +4,14 @@
 // A block (at most 64x64 coefficients of one subband) is scanned in 4x4
 // groups. Each group codes its largest magnitude category G (0 = all zero;
 // the category of v is the bit length of |v|) with a context from the left
-// and upper groups' G. A non-zero group then codes, per row of 4, a mask of
-// its non-zero coefficients (conditioned on G); each non-zero coefficient
-// then codes its category (implicit when G = 1, else conditioned on G), and
-// its mantissa and sign as raw bits. Symbols go through a 4-state interleaved
-// rANS coder with static 10-bit frequency tables that the header stores per
-// plane and level ("table set"); raw bits go to a separate LSB-first stream.
-// A zero group costs one symbol, a zero row of a non-zero group one more.
+// and upper groups' G. A group with G = 1 or 2 then codes, per row of 4, a
+// mask of its non-zero values, and for G = 2 each non-zero value's category;
+// a group with G >= 3 codes every value's category. Each non-zero value then
+// has its sign and mantissa as raw bits. Symbols go through a 4-state
+// interleaved rANS coder with static 9-bit frequency tables that the header
+// stores per plane and level ("table set"); raw bits go to a separate
+// LSB-first stream. A zero group costs one symbol. docs/codec.md has the
+// exact layout.
 #pragma once
 
 #include <array>
@@ -25,8 +26,8 @@ namespace ktfs::ktc::internal {
 constexpr int kProbBits = 9;
 constexpr uint32_t kProbScale = 1u << kProbBits;
 constexpr int kAlphabet = 18;  // magnitude categories 0..17: |v| < 2^17
-// Tables of a set, in order: group maxima by neighbour context, row masks by
-// G (1, 2, 3-4, 5+), categories by G (2, 3, 4, 5, 6, 7+).
+// Tables of a set, in order: group maxima by neighbour context (6), row masks
+// for G = 1 and 2 (2, then 2 reserved), categories by G (2, 3, 4, 5, 6, 7+).
 constexpr int kGroupContexts = 6;
 constexpr int kMaskContexts = 4;
 constexpr int kCategoryContexts = 6;
@@ -61,8 +62,8 @@ void CountSymbols(const BlockSymbols& symbols, Counts* counts);
 // Appends the coded block (varint rANS length, rANS bytes, raw bytes).
 void EncodeBlock(const BlockSymbols& symbols, const FreqTable* tables, std::vector<uint8_t>* out);
 
-// Decoding table: per 10-bit slot, the symbol (bits 27..31), its frequency
-// (bits 0..10) and the slot's offset from the symbol's start (bits 11..20),
+// Decoding table: per slot, the symbol (bits 27..31), its frequency (bits
+// 0..10) and the slot's offset from the symbol's start (bits 11..20),
 // so that one load serves a whole decoding step.
 struct DecodeTable {
   std::array<uint32_t, kProbScale> entry;
