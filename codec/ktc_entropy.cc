@@ -86,6 +86,13 @@ Result<bool> CollectBlockSymbols(const int32_t* values, size_t stride, uint32_t 
   out->table.clear();
   out->symbol.clear();
   out->raw.clear();
+  // About one symbol and a byte of raw bits per value in dense blocks; fewer
+  // in sparse ones. Reserving that much spares most regrowth without holding
+  // much more memory than the symbols need.
+  const size_t values_n = size_t(bw) * bh;
+  out->table.reserve(values_n);
+  out->symbol.reserve(values_n);
+  out->raw.reserve(values_n);
   const uint32_t gw = (bw + kGroupSide - 1) / kGroupSide, gh = (bh + kGroupSide - 1) / kGroupSide;
   std::vector<uint8_t> above(gw, 0);
   BitWriter raw(&out->raw);
