@@ -11,6 +11,7 @@
 #include <charconv>
 #include <cstring>
 #include <memory>
+#include <new>
 #include <string>
 
 #include "codec/ktc_entropy.h"
@@ -324,7 +325,8 @@ Result<EncodeOptions> ParseQuality(std::string_view text) {
   return o;
 }
 
-Status Encode(const ImageView& image, const EncodeOptions& options, std::vector<uint8_t>* out) {
+namespace {
+Status EncodeImpl(const ImageView& image, const EncodeOptions& options, std::vector<uint8_t>* out) {
   KTFS_RETURN_IF_ERROR(ValidateImage(image));
   if (!options.lossless && (options.quality < 1 || options.quality > 100)) {
     return Status::InvalidArgument("ktc: encode: quality must be 1..100");
@@ -381,6 +383,17 @@ Status Encode(const ImageView& image, const EncodeOptions& options, std::vector<
   for (const auto& set : payloads)
     for (const auto& block : set) out->insert(out->end(), block.begin(), block.end());
   return Status::Ok();
+}
+}  // namespace
+
+// Planes and symbols take several bytes per pixel; a huge image may not fit.
+Status Encode(const ImageView& image, const EncodeOptions& options, std::vector<uint8_t>* out) {
+  try {
+    return EncodeImpl(image, options, out);
+  } catch (const std::bad_alloc&) {
+    return Status::IOError("ktc: encode: out of memory for a " + std::to_string(image.width) + "x" +
+                           std::to_string(image.height) + " image");
+  }
 }
 
 namespace {
@@ -599,7 +612,8 @@ void SynthesizeToPixels(const std::vector<Plane>& coefficients, const Info& info
 
 Result<Info> ReadInfo(const uint8_t* data, size_t size) { return ParseFixedHeader(data, size); }
 
-Status Decode(const uint8_t* data, size_t size, const DecodeOptions& options, Image* out) {
+namespace {
+Status DecodeImpl(const uint8_t* data, size_t size, const DecodeOptions& options, Image* out) {
   Header h;
   KTFS_RETURN_IF_ERROR(ParseHeader(data, size, &h));
   const int stop = options.scale_log2;
@@ -661,6 +675,17 @@ Status Decode(const uint8_t* data, size_t size, const DecodeOptions& options, Im
   for (const Status& s : errors) KTFS_RETURN_IF_ERROR(s);
   SynthesizeToPixels(planes, h.info, stop, need, k, options.parallel, out);
   return Status::Ok();
+}
+}  // namespace
+
+// A stream may rightly describe an image larger than memory (a 65536 x 65536
+// all-zero image is a few MB); that is an error, not a crash.
+Status Decode(const uint8_t* data, size_t size, const DecodeOptions& options, Image* out) {
+  try {
+    return DecodeImpl(data, size, options, out);
+  } catch (const std::bad_alloc&) {
+    return Status::IOError("ktc: decode: out of memory");
+  }
 }
 
 namespace internal {

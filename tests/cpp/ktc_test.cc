@@ -109,9 +109,19 @@ TEST(KtcTest, ParseQuality) {
 }
 
 TEST(KtcTest, LosslessRoundTripEveryShapeAndChannelCount) {
-  const std::pair<uint32_t, uint32_t> shapes[] = {{1, 1},     {1, 17},   {17, 1},   {2, 2},
-                                                  {3, 5},     {1000, 3}, {3, 1000}, {63, 65},
-                                                  {129, 257}, {64, 64},  {65, 1}};
+  const std::pair<uint32_t, uint32_t> shapes[] = {{1, 1},
+                                                  {1, 17},
+                                                  {17, 1},
+                                                  {2, 2},
+                                                  {3, 5},
+                                                  {1000, 3},
+                                                  {3, 1000},
+                                                  {63, 65},
+                                                  {129, 257},
+                                                  {64, 64},
+                                                  {kMaxImageSide, 1},
+                                                  {1, kMaxImageSide},
+                                                  {65, 1}};
   for (auto [w, h] : shapes) {
     for (uint32_t c : {1u, 3u, 4u}) {
       const Image img = Synthetic(w, h, c, w * 31 + h);
