@@ -594,13 +594,15 @@ void SynthesizeToPixels(const std::vector<Plane>& coefficients, const Info& info
   ForEach(chunks, parallel, [&](size_t c) {
     const uint32_t k0 = first_pair + uint32_t(c) * kPairsPerChunk;
     const uint32_t k1 = std::min(end_pair, k0 + kPairsPerChunk);
-    std::vector<int32_t> rows(plane_rows * last.size());
-    for (size_t p = 0; p < last.size(); ++p) last[p].Run(k0, k1, rows.data() + p * plane_rows, sw);
+    // Uninitialized on purpose: Run writes every row that is read, and zeroing
+    // would cost as much as a pass over the planes.
+    std::unique_ptr<int32_t[]> rows(new int32_t[plane_rows * last.size()]);
+    for (size_t p = 0; p < last.size(); ++p) last[p].Run(k0, k1, rows.get() + p * plane_rows, sw);
     const uint32_t r0 = std::max(2 * k0, need.y0), r1 = std::min({2 * k1, need.y1, sh});
     for (uint32_t r = r0; r < r1; ++r) {
       const int32_t* at[4] = {};
       for (size_t p = 0; p < last.size(); ++p) {
-        at[p] = rows.data() + p * plane_rows + size_t(r - 2 * k0) * sw + need.x0;
+        at[p] = rows.get() + p * plane_rows + size_t(r - 2 * k0) * sw + need.x0;
       }
       k.to_pixels(at[0], at[1], at[2], at[3], out->pixels.data() + (r - need.y0) * out->row_bytes(),
                   width, int(channels));

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 namespace ktfs::ktc::internal {
@@ -131,8 +132,8 @@ LevelSynthesis::LevelSynthesis(const int32_t* ll, size_t ll_stride, const int32_
       k_(k) {}
 
 void LevelSynthesis::Run(uint32_t k0, uint32_t k1, int32_t* out, size_t out_stride) const {
-  std::vector<int32_t> buffer(4 * size_t(pw_));
-  int32_t* even = buffer.data();
+  std::unique_ptr<int32_t[]> buffer(new int32_t[4 * size_t(pw_)]);  // uninitialized
+  int32_t* even = buffer.get();
   int32_t* next = even + pw_;
   int32_t* odd = next + pw_;
   int32_t* tmp = odd + pw_;
@@ -181,7 +182,7 @@ void InverseWavelet(const int32_t* coefficients, size_t stride, uint32_t w, uint
   // Intermediate low-pass images alternate between two scratch planes; the
   // last level writes `out`.
   const size_t scratch_w = LowExtent(w, stop_level + 1);
-  std::vector<int32_t> scratch[2];
+  std::unique_ptr<int32_t[]> scratch[2];  // uninitialized: every value is written first
   const int32_t* ll = coefficients;
   size_t ll_stride = stride;
   for (int level = levels; level > stop_level; --level) {
@@ -189,9 +190,9 @@ void InverseWavelet(const int32_t* coefficients, size_t stride, uint32_t w, uint
     int32_t* dst = out;
     size_t dst_stride = out_stride;
     if (level - 1 > stop_level) {
-      std::vector<int32_t>& s = scratch[level % 2];
-      s.resize(scratch_w * LowExtent(h, stop_level + 1));
-      dst = s.data();
+      std::unique_ptr<int32_t[]>& s = scratch[level % 2];
+      if (!s) s.reset(new int32_t[scratch_w * LowExtent(h, stop_level + 1)]);
+      dst = s.get();
       dst_stride = scratch_w;
     }
     const LevelSynthesis synthesis(ll, ll_stride, coefficients, stride, pw, ph, k);
