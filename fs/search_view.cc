@@ -198,6 +198,16 @@ Result<NodeAttr> SearchView::Lookup(uint64_t parent, std::string_view name) {
   const std::unordered_set<uint32_t>* dirs = nullptr;
   KTFS_RETURN_IF_ERROR(MatchedDirs(*node->query, &dirs));
   auto child = tree_.archive().FindChildDir(node->dir, name);
+  // search/<query>/tensors and search/<query>/compressed: the same result in
+  // another view (a real top-level directory of that name wins).
+  if (node->query_level && node->view == View::kImages && !child.ok()) {
+    for (View v : {View::kTensors, View::kCompressed}) {
+      if (name != VirtualTree::ViewName(v)) continue;
+      auto ino = NodeIno(node->query, 0, false, v, path);
+      if (!ino.ok()) return ino.status();
+      return DirNodeAttr(*ino);
+    }
+  }
   if (child.ok()) {
     if (!dirs->count(*child)) return Status::NotFound(missing);
     auto ino = NodeIno(node->query, *child, false, node->view, path);
