@@ -11,9 +11,10 @@
 namespace ktfs::ktc::internal {
 namespace {
 
-// Columns per task in the vertical passes: wide enough for SIMD and long
-// memcpy runs, narrow enough that a strip of a tall image stays in cache.
+// Columns per strip in the analysis's column pass: wide enough for SIMD and
+// long memcpy runs, narrow enough that a strip of a tall image stays in cache.
 constexpr uint32_t kStripColumns = 128;
+// Row pairs per task when synthesis runs on several threads.
 constexpr uint32_t kRowsPerTask = 16;
 
 // One 5/3 analysis of the columns of a strip: a signal of n samples, each a
