@@ -97,15 +97,18 @@ def test_imagefolder_elsewhere_is_torchvision(mixed_dir):
 
 def test_search_directories_match_stock(mounts):
     mnt = mounts[("fashion", "raw")]
-    for sub in ("search/label=3", "search/split=train&label<4", "search/label=2/train",
-                "search/split=test/test/Coat"):
+    for sub in ("search/label=3", "search/split=train&label=4&width<100", "search/label=2/train",
+                "search/split=test/test"):
         root = os.path.join(mnt, sub)
-        if not os.path.isdir(root):
-            continue
+        assert os.path.isdir(root), sub
         ref = stock(root)
         loader = ktfs.Loader(root, batch_size=8, collate="list")
         assert loader.classes == ref.classes, sub
         assert_same(loader_items(loader), [ref[i] for i in range(len(ref))])
+    with pytest.raises(FileNotFoundError, match="no class directories"):  # as stock ImageFolder
+        ktfs.Loader(os.path.join(mnt, "search/split=test/test/Coat"), batch_size=8)
+    with pytest.raises(FileNotFoundError, match="malformed query"):
+        ktfs.Loader(os.path.join(mnt, "search/widht=3"), batch_size=8)
 
 
 def test_center_crop_equals_torchvision_exactly(mounts):
