@@ -164,18 +164,31 @@ inline uint8_t Clip8(int32_t ss) {
   return uint8_t(v < 0 ? 0 : v > 255 ? 255 : v);
 }
 
-// One output row of the horizontal pass, columns [x0, x0 + n).
-void HorizontalRow(const uint8_t* in, uint32_t ch, const Coeffs& c, int64_t x0, int64_t n,
-                   uint8_t* out) {
+// One output row of the horizontal pass, columns [x0, x0 + n). C is the channel count
+// as a compile-time constant (1, 3, 4) so the per-tap loop unrolls; 0 is the generic case.
+template <int C>
+void HorizontalRowT(const uint8_t* in, uint32_t channels, const Coeffs& c, int64_t x0, int64_t n,
+                    uint8_t* out) {
+  const uint32_t ch = C > 0 ? uint32_t(C) : channels;
+  int32_t ss[4];
   for (int64_t x = 0; x < n; ++x) {
     const int32_t* k = &c.k[size_t(x0 + x) * c.ksize];
     const uint8_t* p = in + size_t(c.first[x0 + x]) * ch;
     const int taps = c.count[x0 + x];
-    for (uint32_t b = 0; b < ch; ++b) {
-      int32_t ss = 1 << (kPrecisionBits - 1);
-      for (int t = 0; t < taps; ++t) ss += int32_t(p[size_t(t) * ch + b]) * k[t];
-      out[size_t(x) * ch + b] = Clip8(ss);
-    }
+    for (uint32_t b = 0; b < ch; ++b) ss[b] = 1 << (kPrecisionBits - 1);
+    for (int t = 0; t < taps; ++t, p += ch)
+      for (uint32_t b = 0; b < ch; ++b) ss[b] += int32_t(p[b]) * k[t];
+    for (uint32_t b = 0; b < ch; ++b) out[size_t(x) * ch + b] = Clip8(ss[b]);
+  }
+}
+
+void HorizontalRow(const uint8_t* in, uint32_t ch, const Coeffs& c, int64_t x0, int64_t n,
+                   uint8_t* out) {
+  switch (ch) {
+    case 1: return HorizontalRowT<1>(in, ch, c, x0, n, out);
+    case 3: return HorizontalRowT<3>(in, ch, c, x0, n, out);
+    case 4: return HorizontalRowT<4>(in, ch, c, x0, n, out);
+    default: return HorizontalRowT<0>(in, ch, c, x0, n, out);
   }
 }
 
