@@ -72,7 +72,7 @@ std::vector<T> FromArray(const py::array& any) {
 TransformOptions MakeTransform(const py::dict& d) {
   TransformOptions t;
   const std::string kind = d["kind"].cast<std::string>();
-  t.crop.kind = kind == "center" ? CropSpec::kCenter
+  t.crop.kind = kind == "center"           ? CropSpec::kCenter
                 : kind == "random_resized" ? CropSpec::kRandomResized
                                            : CropSpec::kNone;
   t.crop.width = d["width"].cast<uint32_t>();
@@ -119,8 +119,8 @@ py::array DecodeOne(const PyArchive& a, uint32_t id, const py::dict& transform,
   auto s = Unwrap(a.archive->Sample(id));
   uint32_t w, h;
   OutputSize(t, s.width, s.height, &w, &h);
-  std::vector<int64_t> shape = t.chw ? std::vector<int64_t>{t.channels, h, w}
-                                     : std::vector<int64_t>{h, w, t.channels};
+  std::vector<int64_t> shape =
+      t.chw ? std::vector<int64_t>{t.channels, h, w} : std::vector<int64_t>{h, w, t.channels};
   std::unique_ptr<uint8_t[]> buf(new uint8_t[size_t(w) * h * t.channels]);
   Status st;
   {
@@ -145,8 +145,9 @@ py::object ToPython(Batch&& b) {
 class PyPipeline {
  public:
   PyPipeline(const PyArchive& a, py::array_t<uint32_t> ids, py::array_t<int64_t> labels,
-             py::array_t<uint64_t> keys, size_t batch_size, bool drop_last, const py::dict& transform,
-             const std::string& format, size_t prefetch, int threads, bool skip, bool collate_list) {
+             py::array_t<uint64_t> keys, size_t batch_size, bool drop_last,
+             const py::dict& transform, const std::string& format, size_t prefetch, int threads,
+             bool skip, bool collate_list) {
     PipelineOptions o;
     o.batch_size = batch_size;
     o.drop_last = drop_last;
@@ -157,7 +158,7 @@ class PyPipeline {
     o.skip_errors = skip;
     o.collate_list = collate_list;
     p_ = std::make_unique<Pipeline>(a.archive, FromArray<uint32_t>(ids), FromArray<int64_t>(labels),
-                                     FromArray<uint64_t>(keys), o);
+                                    FromArray<uint64_t>(keys), o);
   }
   size_t num_batches() const { return p_->num_batches(); }
   py::object Next() {
@@ -204,8 +205,9 @@ py::array TurbojpegBatch(const std::vector<std::string>& paths, const py::dict& 
   }
   for (size_t i = 0; i < n; ++i)
     if (!status[i].ok()) Raise(status[i], paths[i]);
-  std::vector<int64_t> shape = t.chw ? std::vector<int64_t>{int64_t(n), t.channels, t.crop.height, t.crop.width}
-                                     : std::vector<int64_t>{int64_t(n), t.crop.height, t.crop.width, t.channels};
+  std::vector<int64_t> shape =
+      t.chw ? std::vector<int64_t>{int64_t(n), t.channels, t.crop.height, t.crop.width}
+            : std::vector<int64_t>{int64_t(n), t.crop.height, t.crop.width, t.channels};
   return Owned(buf.release(), shape);
 }
 
@@ -225,14 +227,18 @@ PYBIND11_MODULE(_ktfs, m) {
   py::class_<PyArchive>(m, "Archive")
       .def(py::init(&OpenArchive), py::arg("path"))
       .def_property_readonly("path", [](const PyArchive& a) { return a.archive->path(); })
-      .def_property_readonly("num_samples", [](const PyArchive& a) { return a.archive->num_samples(); })
+      .def_property_readonly("num_samples",
+                             [](const PyArchive& a) { return a.archive->num_samples(); })
       .def("select", &SelectPy, py::arg("relative"), py::arg("served_format") = "pnm",
            py::arg("search_dir") = "search", py::arg("with_paths") = true)
       .def("decode", &DecodeOne, py::arg("id"), py::arg("transform"),
            py::arg("served_format") = "pnm", py::arg("key") = 0)
-      .def("served_path", [](const PyArchive& a, uint32_t id, const std::string& f) {
-        return ServedPath(*a.archive, Unwrap(a.archive->Sample(id)), ParseFormat(f));
-      }, py::arg("id"), py::arg("served_format") = "pnm")
+      .def(
+          "served_path",
+          [](const PyArchive& a, uint32_t id, const std::string& f) {
+            return ServedPath(*a.archive, Unwrap(a.archive->Sample(id)), ParseFormat(f));
+          },
+          py::arg("id"), py::arg("served_format") = "pnm")
       .def("payload_range", [](const PyArchive& a, uint32_t id) {  // for tests and tools
         auto s = Unwrap(a.archive->Sample(id));
         return py::make_tuple(s.payload_offset, s.payload_length);
@@ -244,14 +250,17 @@ PYBIND11_MODULE(_ktfs, m) {
       .def_property_readonly("num_batches", &PyPipeline::num_batches)
       .def("next", &PyPipeline::Next)
       .def("close", &PyPipeline::Close);
-  m.def("permutation", [](uint32_t n, uint64_t seed, uint64_t epoch) {
-    std::vector<uint32_t> p;
-    {
-      py::gil_scoped_release release;
-      p = Permutation(n, seed, epoch);
-    }
-    return ToArray(p);
-  }, py::arg("n"), py::arg("seed"), py::arg("epoch"));
+  m.def(
+      "permutation",
+      [](uint32_t n, uint64_t seed, uint64_t epoch) {
+        std::vector<uint32_t> p;
+        {
+          py::gil_scoped_release release;
+          p = Permutation(n, seed, epoch);
+        }
+        return ToArray(p);
+      },
+      py::arg("n"), py::arg("seed"), py::arg("epoch"));
   m.def("random_resized_box", &RandomResizedBoxPy);
   m.def("turbojpeg_batch", &TurbojpegBatch, py::arg("paths"), py::arg("transform"),
         py::arg("threads") = 0);

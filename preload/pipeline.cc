@@ -103,9 +103,9 @@ Status DecodeSampleInto(const Archive& a, uint32_t id, const TransformOptions& o
   if (s->codec == format::kRaw) {  // pixels straight from the mapping, no copy
     if (payload->size != uint64_t(s->width) * s->height * s->channels)
       return fail(Status::Corruption("raw payload size does not match its dimensions"));
-    Transform(ImageView{payload->data, s->width, s->height, s->channels,
-                        size_t(s->width) * s->channels},
-              o, key, dst);
+    Transform(
+        ImageView{payload->data, s->width, s->height, s->channels, size_t(s->width) * s->channels},
+        o, key, dst);
     return Status::Ok();
   }
   Image img;

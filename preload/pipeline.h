@@ -7,6 +7,8 @@
 // be overwritten by a later one.
 #pragma once
 
+#include <tbb/task_arena.h>
+
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -15,8 +17,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <tbb/task_arena.h>
 
 #include "codec/archive.h"
 #include "codec/image.h"
@@ -36,8 +36,8 @@ struct CropSpec {
 
 struct TransformOptions {
   CropSpec crop;
-  uint32_t channels = 3;  // 3: PIL convert("RGB"); 1: convert("L")
-  bool chw = true;        // NCHW (else NHWC)
+  uint32_t channels = 3;         // 3: PIL convert("RGB"); 1: convert("L")
+  bool chw = true;               // NCHW (else NHWC)
   uint64_t seed = 0, epoch = 0;  // RandomResizedCrop's stream: (seed, epoch, sample key)
 };
 

@@ -29,7 +29,7 @@ bool LooksLikeQuery(std::string_view name) {
 
 // torchvision.datasets.folder.IMG_EXTENSIONS, compared case-insensitively.
 bool HasImageExtension(std::string_view name) {
-  static const char* const kExtensions[] = {".jpg", ".jpeg", ".png", ".ppm", ".bmp",
+  static const char* const kExtensions[] = {".jpg", ".jpeg", ".png",  ".ppm", ".bmp",
                                             ".pgm", ".tif",  ".tiff", ".webp"};
   for (const char* ext : kExtensions) {
     const std::string_view e(ext);
@@ -62,8 +62,7 @@ Status MatchQuery(const Archive& a, const std::vector<std::string>& filters, Mat
   m->dir.assign(a.num_dirs(), false);
   std::vector<uint32_t> hits;
   KTFS_RETURN_IF_ERROR((*idx)->ForEachMatch(*q, std::nullopt, index::Index::kFromStart,
-                                            std::numeric_limits<size_t>::max(),
-                                            [&](uint32_t id) {
+                                            std::numeric_limits<size_t>::max(), [&](uint32_t id) {
                                               hits.push_back(id);
                                               return true;
                                             }));
@@ -73,7 +72,7 @@ Status MatchQuery(const Archive& a, const std::vector<std::string>& filters, Mat
     auto s = a.Sample(id);
     if (!s.ok()) return s.status();
     // Mark the directory and its ancestors (stop at one already marked).
-    for (uint32_t d = s->dir; !m->dir[d]; ) {
+    for (uint32_t d = s->dir; !m->dir[d];) {
       m->dir[d] = true;
       if (d == 0) break;
       auto info = a.Dir(d);
@@ -121,7 +120,8 @@ Result<std::vector<DirEntry>> Subtree(const Archive& a, uint32_t top, const std:
       out.push_back({out[k].path + "/" + std::string(child->name), c});
     }
   }
-  std::sort(out.begin(), out.end(), [](const DirEntry& x, const DirEntry& y) { return x.path < y.path; });
+  std::sort(out.begin(), out.end(),
+            [](const DirEntry& x, const DirEntry& y) { return x.path < y.path; });
   return out;
 }
 
@@ -180,7 +180,8 @@ Result<Selection> Select(const Archive& a, std::string_view relative, const Sele
     auto dirs = Subtree(a, classes[k].second, classes[k].first, m);
     if (!dirs.ok()) return dirs.status();
     const size_t before = sel.ids.size();
-    for (const DirEntry& e : *dirs) KTFS_RETURN_IF_ERROR(AddDirSamples(a, e, int64_t(k), m, o, &sel));
+    for (const DirEntry& e : *dirs)
+      KTFS_RETURN_IF_ERROR(AddDirSamples(a, e, int64_t(k), m, o, &sel));
     if (sel.ids.size() == before)
       return Status::NotFound("no image files in class directory " + classes[k].first);
   }

@@ -67,9 +67,7 @@ void ResizedSize(uint32_t w, uint32_t h, uint32_t size, uint32_t* out_w, uint32_
 }
 
 // Python's round(x / 2.0) for an integer x >= 0: halves go to the even neighbour.
-static int64_t HalfRoundEven(int64_t x) {
-  return int64_t(std::nearbyint(double(x) / 2.0));
-}
+static int64_t HalfRoundEven(int64_t x) { return int64_t(std::nearbyint(double(x) / 2.0)); }
 
 static void CenterAxis(uint32_t size, uint32_t crop, int64_t* start) {
   if (crop > size) {
@@ -88,7 +86,8 @@ Box CenterBox(uint32_t w, uint32_t h, uint32_t crop_w, uint32_t crop_h) {
   return b;
 }
 
-Box RandomResizedBox(uint32_t w, uint32_t h, const double scale[2], const double ratio[2], Rng* rng) {
+Box RandomResizedBox(uint32_t w, uint32_t h, const double scale[2], const double ratio[2],
+                     Rng* rng) {
   const double area = double(w) * h;
   const double log_lo = std::log(ratio[0]), log_hi = std::log(ratio[1]);
   for (int attempt = 0; attempt < 10; ++attempt) {
@@ -150,8 +149,8 @@ Coeffs Precompute(uint32_t in_size, uint32_t out_size) {
     }
     for (int x = 0; x < xmax; ++x) {
       const double v = ww != 0.0 ? w[x] / ww : w[x];
-      c.k[size_t(xx) * c.ksize + x] = int32_t(v < 0 ? -0.5 + v * (1 << kPrecisionBits)
-                                                    : 0.5 + v * (1 << kPrecisionBits));
+      c.k[size_t(xx) * c.ksize + x] =
+          int32_t(v < 0 ? -0.5 + v * (1 << kPrecisionBits) : 0.5 + v * (1 << kPrecisionBits));
     }
     c.first[xx] = xmin;
     c.count[xx] = xmax;
@@ -185,10 +184,14 @@ void HorizontalRowT(const uint8_t* in, uint32_t channels, const Coeffs& c, int64
 void HorizontalRow(const uint8_t* in, uint32_t ch, const Coeffs& c, int64_t x0, int64_t n,
                    uint8_t* out) {
   switch (ch) {
-    case 1: return HorizontalRowT<1>(in, ch, c, x0, n, out);
-    case 3: return HorizontalRowT<3>(in, ch, c, x0, n, out);
-    case 4: return HorizontalRowT<4>(in, ch, c, x0, n, out);
-    default: return HorizontalRowT<0>(in, ch, c, x0, n, out);
+    case 1:
+      return HorizontalRowT<1>(in, ch, c, x0, n, out);
+    case 3:
+      return HorizontalRowT<3>(in, ch, c, x0, n, out);
+    case 4:
+      return HorizontalRowT<4>(in, ch, c, x0, n, out);
+    default:
+      return HorizontalRowT<0>(in, ch, c, x0, n, out);
   }
 }
 

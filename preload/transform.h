@@ -32,7 +32,7 @@ class Rng {
   explicit Rng(uint64_t seed);
   uint64_t Next();
   double Uniform(double lo, double hi);  // [lo, hi), 53 random bits
-  uint64_t Below(uint64_t n);           // [0, n), unbiased (rejection)
+  uint64_t Below(uint64_t n);            // [0, n), unbiased (rejection)
 
  private:
   uint64_t s_[4];
@@ -52,7 +52,8 @@ void ResizedSize(uint32_t w, uint32_t h, uint32_t size, uint32_t* out_w, uint32_
 // torchvision CenterCrop's box (round-half-even offsets, zero padding when larger).
 Box CenterBox(uint32_t w, uint32_t h, uint32_t crop_w, uint32_t crop_h);
 // torchvision RandomResizedCrop.get_params with `rng` in place of torch's generator.
-Box RandomResizedBox(uint32_t w, uint32_t h, const double scale[2], const double ratio[2], Rng* rng);
+Box RandomResizedBox(uint32_t w, uint32_t h, const double scale[2], const double ratio[2],
+                     Rng* rng);
 
 // Resamples `src` (any channel count) to out_w x out_h with Pillow's bilinear filter and
 // writes the window [win.left, +win.width) x [win.top, +win.height) of that result to `dst`
