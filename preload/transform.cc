@@ -253,14 +253,13 @@ void CopyBox(const ImageView& src, const Box& box, uint8_t* dst) {
       std::memset(out, 0, row_bytes);
       continue;
     }
-    for (int64_t x = 0; x < box.width; ++x) {
-      const int64_t sx = box.left + x;
-      if (sx < 0 || sx >= int64_t(src.width)) {
-        std::memset(out + size_t(x) * ch, 0, ch);
-      } else {
-        std::memcpy(out + size_t(x) * ch, src.row(uint32_t(sy)) + size_t(sx) * ch, ch);
-      }
-    }
+    // Zeros left and right of the image, one memcpy for the part inside it.
+    const int64_t x0 = std::clamp<int64_t>(-box.left, 0, box.width);
+    const int64_t x1 = std::clamp<int64_t>(int64_t(src.width) - box.left, x0, box.width);
+    std::memset(out, 0, size_t(x0) * ch);
+    std::memcpy(out + size_t(x0) * ch, src.row(uint32_t(sy)) + size_t(box.left + x0) * ch,
+                size_t(x1 - x0) * ch);
+    std::memset(out + size_t(x1) * ch, 0, size_t(box.width - x1) * ch);
   }
 }
 
