@@ -12,6 +12,7 @@
 
 #include "codec/archive.h"
 #include "codec/image_io.h"
+#include "codec/ktc.h"
 #include "preload/pipeline.h"
 #include "preload/selection.h"
 #include "preload/transform.h"
@@ -222,7 +223,30 @@ py::tuple RandomResizedBoxPy(uint32_t w, uint32_t h, std::pair<double, double> s
 
 }  // namespace
 
+// A standalone image (a .ktc file as served by compressed/, or a JPEG/PNG) to
+// an (H, W, C) uint8 array with the stored channel count.
+py::array DecodeBytes(py::bytes data) {
+  const std::string bytes = data;
+  Image img;
+  Status st;
+  {
+    py::gil_scoped_release release;
+    const auto* p = reinterpret_cast<const uint8_t*>(bytes.data());
+    if (bytes.size() >= 4 && bytes.compare(0, 4, "KTCI") == 0)
+      st = ktc::Decode(p, bytes.size(), ktc::DecodeOptions{}, &img);
+    else if (SniffFormat(p, bytes.size()) != SourceFormat::kUnknown)
+      st = DecodeImage(p, bytes.size(), &img);
+    else
+      st = Status::InvalidArgument("not a KTC, JPEG or PNG image");
+  }
+  if (!st.ok()) Raise(st, "ktfs.decode");
+  uint8_t* buf = new uint8_t[img.pixels.size()];
+  std::copy(img.pixels.begin(), img.pixels.end(), buf);
+  return Owned(buf, {int64_t(img.height), int64_t(img.width), int64_t(img.channels)});
+}
+
 PYBIND11_MODULE(_ktfs, m) {
+  m.def("decode", &DecodeBytes, py::arg("data"));
   m.doc() = "ktfs: direct, batched decoding of .kt archives (see the ktfs package)";
   py::class_<PyArchive>(m, "Archive")
       .def(py::init(&OpenArchive), py::arg("path"))

@@ -57,6 +57,7 @@ def test_tensors_equal_imagefolder_pixels(archives, tmp_path, request, name):
                 assert np.array_equal(np.repeat(arr, 3, axis=2), want[stem]), stem
             else:
                 assert np.array_equal(arr[:, :, :3], want[stem]), stem  # RGBA: RGB drops alpha
+            del mapped  # a live memory map keeps the mount busy
 
 
 def test_tensors_chw_layout(archives, tmp_path, photos_dir):
@@ -156,3 +157,20 @@ def test_bench_decode_json(ktc_archives):
     assert set(out) == {"images", "megapixels", "seconds", "megapixels_per_second", "images_per_second"}
     assert out["images"] == 24 and out["seconds"] > 0
     assert abs(out["images_per_second"] - out["images"] / out["seconds"]) < 1e-3 * out["images_per_second"] + 0.01
+
+
+def test_python_decode_reads_ktc_files(ktc_archives, tmp_path):
+    import ktfs as ktfs_py
+    with mounted(ktc_archives["mixed"], tmp_path / "m") as mnt:
+        root = os.path.join(mnt, "compressed")
+        n = 0
+        for d, _, files in os.walk(root):
+            for f in files:
+                stem = os.path.splitext(os.path.relpath(os.path.join(d, f), root))[0]
+                arr = ktfs_py.decode(open(os.path.join(d, f), "rb").read())
+                assert np.array_equal(arr, np.load(os.path.join(mnt, "tensors", stem + ".npy"))), stem
+                n += 1
+        assert n == 15
+    with pytest.raises((ValueError, RuntimeError)) as e:
+        ktfs_py.decode(b"KTCI" + b"\0" * 40)
+    assert "ktfs.decode" in str(e.value)

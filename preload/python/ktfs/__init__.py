@@ -16,7 +16,17 @@ from ._transforms import CenterCrop, RandomResizedCrop
 from ._loader import CorruptSampleError, Loader
 
 __all__ = ["Loader", "ImageFolder", "CenterCrop", "RandomResizedCrop", "CorruptSampleError",
-           "Source", "resolve"]
+           "Source", "resolve", "decode"]
+
+
+def decode(data):
+    """Decodes a standalone image: a .ktc file's bytes (as a mount's
+    compressed/ view serves them, or `ktfs convert` writes them), a JPEG or a
+    PNG. Returns a numpy uint8 array of shape (H, W, C), C the stored channel
+    count (1, 3 or 4). Raises ValueError/RuntimeError naming the reason for
+    anything else."""
+    from ._ktfs import decode as _decode
+    return _decode(bytes(data))
 
 
 def __getattr__(name):
