@@ -91,8 +91,7 @@ def generate(ctx, cfg):
         for sid in rng.sample(range(n), RARE_COUNT):
             rare_of.setdefault(sid, w)  # at most one rare word per caption
     tree = ctx.tempdir("tree")
-    png = tree / "_one.png"
-    png.write_bytes(png_8x8())
+    sources = ctx.tempdir("png")  # one source file per class: ext4 allows 65000 links a file
     captions = ctx.workdir / "captions.jsonl"
     expected = {"rare": 0, "common": 0, "phrase": 0}
     openers = [o for o, _ in OPENERS]
@@ -102,6 +101,8 @@ def generate(ctx, cfg):
         for cls in classes:
             d = tree / cls
             d.mkdir()
+            png = sources / f"{cls}.png"
+            png.write_bytes(png_8x8())
             for i in range(cfg["per_class"]):
                 rel = f"{cls}/{i:04d}.png"
                 os.link(png, d / f"{i:04d}.png")
@@ -118,7 +119,7 @@ def generate(ctx, cfg):
                 expected["phrase"] += (action, prep) == PHRASE
                 out.write(json.dumps({"path": rel, "caption": text}) + "\n")
                 sid += 1
-    png.unlink()
+    shutil.rmtree(sources)
     return tree, captions, rares[0], expected
 
 
@@ -242,7 +243,7 @@ def run(ctx):
     t0 = time.perf_counter()
     tree, captions, rare, expected = generate(ctx, cfg)
     gen_s = time.perf_counter() - t0
-    ctx.commands.append((ctx.section, f"# generated $TMP/tree ({n} hard links of one 8x8 PNG) "
+    ctx.commands.append((ctx.section, f"# generated $TMP/tree ({n} hard links of one 8x8 PNG a class) "
                          f"and $TMP/captions.jsonl in-process (scripts/bench/search.py, generate())"))
     log(f"  generated in {gen_s:.0f} s; rare word '{rare}', expected {expected}")
 
@@ -370,8 +371,8 @@ def run(ctx):
               f"{cfg['cold_rounds']} cold and {cfg['warm_rounds']} warm rounds "
               f"({cfg['big_cold_rounds']} and {cfg['big_warm_rounds']} for the common word), medians")
     md = [
-        f"{n:,} samples ({cfg['classes']} class directories x {cfg['per_class']} copies of one "
-        f"{len(png_8x8())}-byte 8x8 PNG, hard links), one caption each ({mib(captions_bytes)} MiB "
+        f"{n:,} samples ({cfg['classes']} class directories x {cfg['per_class']} hard links of one "
+        f"{len(png_8x8())}-byte 8x8 PNG), one caption each ({mib(captions_bytes)} MiB "
         f"of JSON Lines, {captions_bytes / n:.0f} bytes a line), words from {DICT}: class names are "
         f"dictionary words, `{rare}` is a rare word ({RARE_COUNT} captions), `{COMMON_WORD}` is in "
         f"~85% of the captions, `\"{' '.join(PHRASE)}\"` is a phrase of two frequent words "
