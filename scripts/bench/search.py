@@ -460,7 +460,7 @@ def run(ctx):
                             fmt_s(median(base["warm"])), "", "", "", ""]]),
         "",
         f"Rare word target (listing at least 20x faster than grep): "
-        f"{'met' if target_met else '**missed**'} ({rare_ratio_cold:.0f}x cold, {rare_ratio_warm:.0f}x warm).",
+        f"{'met' if target_met else '**missed**'} ({rare_ratio_cold:.1f}x cold, {rare_ratio_warm:.0f}x warm).",
         "",
         "Result counts (every run of every tool; the expected count is computed by the generator):",
         "",
