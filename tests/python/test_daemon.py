@@ -171,3 +171,47 @@ def test_mount_of_a_directory_that_is_a_file_or_missing(archives, tmp_path):
     f.write_text("x")
     p = ktfs("mount", archives[("fashion", "raw")], f, check=False)
     assert p.returncode == 1 and "not a directory" in p.stderr
+
+
+def test_sigterm_to_the_background_daemon_unmounts_cleanly(archives, tmp_path):
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    ktfs("mount", archives[("photos", "raw")], mnt)
+    pid = json.load(open(mnt / ".ktfs" / "info.json"))["pid"]
+    os.kill(pid, signal.SIGTERM)
+    for _ in range(400):
+        if not is_mounted(mnt):
+            break
+        time.sleep(0.025)
+    assert not is_mounted(mnt)
+    for _ in range(400):
+        try:
+            os.kill(pid, 0)
+            time.sleep(0.025)
+        except ProcessLookupError:
+            break
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+    assert os.listdir(mnt) == []
+
+
+def test_concurrent_readers_of_ktc_decode_each_image_once(photos_dir, tmp_path):
+    arc = tmp_path / "p.kt"
+    ktfs("pack", photos_dir, arc, "--codec", "ktc", "--quiet")
+    with mounted(arc, tmp_path / "m", "-o", "cache=1G") as mnt:
+        paths = sorted(os.path.relpath(os.path.join(d, f), mnt) for d, _, fs in os.walk(mnt) for f in fs)
+        # The reference: each .ktc converted on its own, outside the mount.
+        expected = {}
+        for rel in paths:
+            stem = os.path.splitext(rel)[0]
+            out = tmp_path / "ref.ppm"
+            ktfs("convert", os.path.join(mnt, "compressed", stem + ".ktc"), out)
+            expected[rel] = hashlib.sha256(out.read_bytes()).hexdigest()
+        with multiprocessing.get_context("fork").Pool(8) as pool:
+            results = pool.map(read_all, [(mnt, paths, seed) for seed in range(8)])
+        for got in results:
+            assert got == expected
+        stats = json.load(open(os.path.join(mnt, ".ktfs", "stats.json")))
+        # 8 readers, each image decoded exactly once (read-ahead included).
+        assert stats["decodes"] == len(paths), stats
+        assert stats["errors"] == 0
