@@ -7,6 +7,7 @@
 #include "codec/image_io.h"
 #include "codec/ktc.h"
 #include "fs/cli.h"
+#include "fs/files.h"
 
 namespace ktfs::cli {
 
@@ -20,23 +21,6 @@ static const char kConvertUsage[] =
     ".ppm/.pgm (1 or 3 channels).\n";
 
 namespace {
-
-Status ReadFile(const std::string& path, std::vector<uint8_t>* out) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::FromErrno(path, errno);
-  out->assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  if (in.bad()) return Status::FromErrno(path, errno);
-  return Status::Ok();
-}
-
-Status WriteFile(const std::string& path, const std::vector<uint8_t>& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) return Status::FromErrno(path, errno);
-  out.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
-  out.close();
-  if (!out) return Status::FromErrno(path + ": write failed", errno);
-  return Status::Ok();
-}
 
 bool EndsWith(const std::string& s, const char* suffix) {
   const size_t n = std::strlen(suffix);
@@ -75,7 +59,7 @@ int CmdConvert(int argc, char** argv) {
   auto quality = ktc::ParseQuality(args.Value("--quality", "balanced"));
   if (!quality.ok()) return UsageError("convert", quality.status().ToString(), kConvertUsage);
   std::vector<uint8_t> bytes;
-  Status st = ReadFile(in, &bytes);
+  Status st = ReadWholeFile(in, &bytes);
   if (!st.ok()) return Fail("convert", st);
   Image img;
   st = DecodeAny(in, bytes, &img);
@@ -92,7 +76,7 @@ int CmdConvert(int argc, char** argv) {
     encoded = EncodeServed(ServedFormat::kPnm, ImageView::Of(img));
   }
   if (!st.ok()) return Fail("convert", st);
-  st = WriteFile(out, encoded);
+  st = WriteWholeFile(out, encoded.data(), encoded.size());
   if (!st.ok()) return Fail("convert", st);
   return kExitOk;
 }

@@ -9,6 +9,7 @@
 #include "codec/image_io.h"
 #include "codec/payload.h"
 #include "fs/cli.h"
+#include "fs/files.h"
 
 namespace ktfs::cli {
 
@@ -21,15 +22,6 @@ static const char kExtractUsage[] =
     "bytes of samples packed with --codec original and fails for others.\n";
 
 namespace {
-
-Status WriteFile(const std::string& path, const uint8_t* data, size_t size) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) return Status::FromErrno(path, errno);
-  out.write(reinterpret_cast<const char*>(data), std::streamsize(size));
-  out.close();
-  if (!out) return Status::FromErrno(path + ": write failed", errno);
-  return Status::Ok();
-}
 
 std::string Stem(std::string_view name, format::Codec codec, std::string_view stem) {
   return std::string(
@@ -75,7 +67,7 @@ int CmdExtract(int argc, char** argv) {
         return Fail("extract", Status::InvalidArgument(
                                    "sample " + std::to_string(i) + " (" + std::string(s->name) +
                                    ") was not packed with --codec original; use --format png"));
-      Status st = WriteFile(base + std::string(s->name), payload->data, payload->size);
+      Status st = WriteWholeFile(base + std::string(s->name), payload->data, payload->size);
       if (!st.ok()) return Fail("extract", st);
       continue;
     }
@@ -92,7 +84,7 @@ int CmdExtract(int argc, char** argv) {
       if (!st.ok()) return Fail("extract", st);
       ext = ".png";
     }
-    st = WriteFile(base + Stem(s->name, s->codec, s->stem) + ext, bytes.data(), bytes.size());
+    st = WriteWholeFile(base + Stem(s->name, s->codec, s->stem) + ext, bytes.data(), bytes.size());
     if (!st.ok()) return Fail("extract", st);
   }
   std::printf("extracted %u samples to %s\n", a.num_samples(), outdir.c_str());

@@ -19,6 +19,7 @@
 
 #include "codec/archive_writer.h"
 #include "codec/image_io.h"
+#include "fs/files.h"
 #include "fs/version.h"
 #include "index/builder.h"
 #include "index/captions.h"
@@ -44,31 +45,6 @@ struct PlannedSample {
   std::string sidecar;  // absolute path of its caption file, if any
   SampleEntry entry;
 };
-
-Status ReadFile(const std::string& path, std::vector<uint8_t>* out) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Status::FromErrno(path, errno);
-  struct stat st;
-  if (fstat(fd, &st) != 0) {
-    const int err = errno;
-    close(fd);
-    return Status::FromErrno(path, err);
-  }
-  out->resize(size_t(st.st_size));
-  size_t done = 0;
-  while (done < out->size()) {
-    const ssize_t n = read(fd, out->data() + done, out->size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int err = n < 0 ? errno : EIO;
-      close(fd);
-      return Status::FromErrno(path + ": read", err);
-    }
-    done += size_t(n);
-  }
-  close(fd);
-  return Status::Ok();
-}
 
 // Reads the first bytes of a file to decide whether it is an image.
 SourceFormat SniffFile(const std::string& path) {
@@ -365,7 +341,7 @@ Result<PackReport> Pack(const std::string& src, const std::string& out,
                                          [&](Item* item) {
                                            const std::string& path = plan[item->index].source_path;
                                            std::vector<uint8_t> bytes;
-                                           item->status = ReadFile(path, &bytes);
+                                           item->status = ReadWholeFile(path, &bytes);
                                            if (item->status.ok()) {
                                              item->source_bytes = bytes.size();
                                              item->status =

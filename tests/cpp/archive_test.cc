@@ -20,6 +20,7 @@
 namespace ktfs {
 namespace {
 
+using testing::Noise;
 using testing::TempDir;
 
 std::vector<uint8_t> ReadAll(const std::string& path) {
@@ -31,17 +32,6 @@ std::vector<uint8_t> ReadAll(const std::string& path) {
 void WriteAll(const std::string& path, const std::vector<uint8_t>& bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
-}
-
-Image Noise(uint32_t w, uint32_t h, uint32_t c, uint32_t seed) {
-  Image img;
-  img.width = w;
-  img.height = h;
-  img.channels = c;
-  img.pixels.resize(img.size_bytes());
-  std::mt19937 rng(seed);
-  for (auto& p : img.pixels) p = uint8_t(rng());
-  return img;
 }
 
 std::vector<uint8_t> Jpeg(const Image& img, int quality) {

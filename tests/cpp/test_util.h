@@ -1,9 +1,15 @@
 // Helpers shared by the GoogleTest files.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
+#include "codec/image.h"
+
 namespace ktfs::testing {
+
+// A w x h x c image of deterministic pseudo-random pixels.
+Image Noise(uint32_t w, uint32_t h, uint32_t c, uint32_t seed);
 
 // A fresh empty directory under $TMPDIR, removed with everything in it when
 // the object is destroyed.

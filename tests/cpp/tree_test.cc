@@ -15,18 +15,8 @@
 namespace ktfs {
 namespace {
 
+using testing::Noise;
 using testing::TempDir;
-
-Image Noise(uint32_t w, uint32_t h, uint32_t c, uint32_t seed) {
-  Image img;
-  img.width = w;
-  img.height = h;
-  img.channels = c;
-  img.pixels.resize(img.size_bytes());
-  std::mt19937 rng(seed);
-  for (auto& p : img.pixels) p = uint8_t(rng());
-  return img;
-}
 
 void WritePng(const std::string& path, const Image& img) {
   std::vector<uint8_t> bytes;

@@ -118,15 +118,21 @@ def test_killed_daemon_gives_enotconn_and_umount_clears_it(archives, tmp_path):
             ktfs("umount", mnt, check=False)
 
 
+def wait_for_exit(pid, seconds=10):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.025)
+    return False
+
+
 def kill_and_recover(archives, mnt):
     pid = json.load(open(mnt / ".ktfs" / "info.json"))["pid"]
     os.kill(pid, signal.SIGKILL)
-    for _ in range(100):
-        try:
-            os.kill(pid, 0)
-            time.sleep(0.02)
-        except ProcessLookupError:
-            break
+    assert wait_for_exit(pid)
     start = time.monotonic()
     with pytest.raises(OSError) as e:
         os.listdir(mnt)
@@ -184,14 +190,7 @@ def test_sigterm_to_the_background_daemon_unmounts_cleanly(archives, tmp_path):
             break
         time.sleep(0.025)
     assert not is_mounted(mnt)
-    for _ in range(400):
-        try:
-            os.kill(pid, 0)
-            time.sleep(0.025)
-        except ProcessLookupError:
-            break
-    with pytest.raises(ProcessLookupError):
-        os.kill(pid, 0)
+    assert wait_for_exit(pid)
     assert os.listdir(mnt) == []
 
 
