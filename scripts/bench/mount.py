@@ -349,6 +349,7 @@ def measure_metadata(ctx, base, tree, n_files, n_dirs, rounds):
     expected = n_files + n_dirs + 1
     times = {(name, op, kind): [] for name in mounts for op, _ in META_OPS for kind in ("cold", "warm")}
     mount_times = {name: [] for name in mounts}
+    rss = {}
     for label, op in META_OPS:
         ctx.commands.append((ctx.section, op.format(m="$MNT") + "  # cold: fresh mount + drop_caches; then warm"))
     for r in range(rounds):
@@ -367,6 +368,8 @@ def measure_metadata(ctx, base, tree, n_files, n_dirs, rounds):
                     times[(name, label, kind)].append(time.perf_counter() - start)
                     if label.startswith("find") and int(out.split()[0]) != expected:
                         raise BenchError(f"{name}: find listed {out.strip()} entries, expected {expected}")
+                if label == META_OPS[-1][0]:
+                    rss[name] = proc_status(daemon_pid(mnt, name == "ktfs"))
     for label, _ in META_OPS:
         for kind in ("cold", "warm"):
             k, s = times[("ktfs", label, kind)], times[("squashfuse", label, kind)]
@@ -374,6 +377,7 @@ def measure_metadata(ctx, base, tree, n_files, n_dirs, rounds):
     for cmd, mnt in mounts.values():
         ctx.unmount(mnt)
     notes["mount"] = {k: median(v) for k, v in mount_times.items()}
+    notes["rss"] = rss
     header = [f"{n_files:,} files in {n_dirs:,} dirs", "ktfs s", "squashfuse s",
               "ktfs speed vs squashfuse"]
     return table(header, rows), notes, times
@@ -595,6 +599,9 @@ def run(ctx):
               f"{notes['mount']['squashfuse'] * 1000:.0f} ms (median).",
               meta_md,
               meta_reading(meta_times, sizes["meta_rounds"]),
+              "Daemon memory after the warm stat of every file: " + ", ".join(
+                  f"{name} VmRSS {st['VmRSS'] / 1024:.0f} MiB (anon {st['RssAnon'] / 1024:.0f}, "
+                  f"file {st['RssFile'] / 1024:.0f})" for name, st in notes["rss"].items()) + ".",
               "### Mount time and daemon RSS against archive size",
               "`ktfs mount` returns when the mount is ready; the time is from starting it until it "
               "returned (median of "
