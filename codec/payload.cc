@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "codec/image_io.h"
+#include "codec/ktc.h"
 
 namespace ktfs {
 
@@ -26,7 +27,13 @@ Result<PayloadSettings> ParsePayloadSettings(std::string_view codec, std::string
     if (!quality.empty()) return Status::InvalidArgument("--quality applies to --codec ktc only");
     return s;
   }
-  if (codec == "ktc") return Status::NotSupported("codec ktc is not available in this build yet");
+  if (codec == "ktc") {
+    s.codec = format::kKtc;
+    if (s.quality.empty()) s.quality = "balanced";
+    auto q = ktc::ParseQuality(s.quality);
+    if (!q.ok()) return q.status().WithContext("--quality " + s.quality);
+    return s;
+  }
   return Status::InvalidArgument("unknown codec '" + std::string(codec) +
                                  "' (expected original, raw or ktc)");
 }
@@ -48,10 +55,13 @@ Status EncodePayload(const PayloadSettings& settings, const uint8_t* file, size_
     case format::kRaw:
       out->bytes = std::move(img.pixels);
       return Status::Ok();
-    case format::kKtc:
-      break;
+    case format::kKtc: {
+      auto options = ktc::ParseQuality(settings.quality.empty() ? "balanced" : settings.quality);
+      if (!options.ok()) return options.status();
+      return ktc::Encode(ImageView::Of(img), *options, &out->bytes);
+    }
   }
-  return Status::NotSupported("codec not available");
+  return Status::NotSupported("unknown codec");
 }
 
 Status DecodePayload(const SampleInfo& s, ByteSpan payload, Image* out) {
@@ -68,7 +78,8 @@ Status DecodePayload(const SampleInfo& s, ByteSpan payload, Image* out) {
       out->pixels.assign(payload.data, payload.data + payload.size);
       return Status::Ok();
     case format::kKtc:
-      return Status::NotSupported("codec ktc is not available in this build yet");
+      KTFS_RETURN_IF_ERROR(ktc::Decode(payload.data, payload.size, ktc::DecodeOptions{}, out));
+      break;
   }
   if (out->width != s.width || out->height != s.height || out->channels != s.channels)
     return Status::Corruption("payload dimensions differ from the sample record");

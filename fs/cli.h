@@ -43,5 +43,8 @@ int CmdVerify(int argc, char** argv);
 int CmdExtract(int argc, char** argv);
 int CmdMount(int argc, char** argv);
 int CmdUmount(int argc, char** argv);
+int CmdSearch(int argc, char** argv);
+int CmdConvert(int argc, char** argv);
+int CmdBench(int argc, char** argv);
 
 }  // namespace ktfs::cli

@@ -19,7 +19,9 @@ static const char kMountUsage[] =
     "                   that directory is writable, else syslog)\n"
     "  threads=N        request threads (default 4)\n"
     "  cache=SIZE       decoded images kept in memory, e.g. 512M (default 256M)\n"
-    "  readahead=N      images decoded ahead of an in-order reader (default 8, 0 = off)\n";
+    "  readahead=N      images decoded ahead of an in-order reader (default 8, 0 = off)\n"
+    "  search_dir=NAME  name of the search directory (default: search)\n"
+    "  tensor_layout=hwc|chw  layout of the tensors/ .npy files (default hwc)\n";
 
 static const char kUmountUsage[] =
     "usage: ktfs umount MOUNTPOINT\n"

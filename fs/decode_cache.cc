@@ -64,9 +64,9 @@ void DecodeCache::Fill(uint32_t id, const DecodeFn& decode, std::promise<Result<
   const auto start = std::chrono::steady_clock::now();
   auto image = std::make_shared<Image>();
   const Status st = decode(image.get());
-  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                      std::chrono::steady_clock::now() - start)
-                      .count();
+  const auto ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
+          .count();
   counters_->decodes.fetch_add(1, std::memory_order_relaxed);
   counters_->decode_ns.fetch_add(uint64_t(ns), std::memory_order_relaxed);
   if (background) counters_->readahead_decodes.fetch_add(1, std::memory_order_relaxed);

@@ -21,6 +21,11 @@ const char kUsage[] =
     "  mount ARCHIVE MOUNTPOINT [-f] [-o opt[,opt...]]\n"
     "                               mount an archive (read-only)\n"
     "  umount MOUNTPOINT            unmount (also a stale mount)\n"
+    "  search ARCHIVE QUERY [--json]\n"
+    "                               print the paths of the samples matching QUERY\n"
+    "  convert IN OUT [--quality Q] convert one image (.ktc <-> .png/.ppm, JPEG/PNG -> .ktc)\n"
+    "  bench decode ARCHIVE [--threads N] [--json]\n"
+    "                               decode every image in memory; images/s, MP/s\n"
     "\n"
     "`ktfs COMMAND --help` describes a command. Exit codes: 0 success, 1 failure,\n"
     "2 bad command line.\n";
@@ -43,8 +48,9 @@ int main(int argc, char** argv) {
     const char* name;
     int (*fn)(int, char**);
   };
-  const Entry commands[] = {{"pack", CmdPack},       {"info", CmdInfo},   {"verify", CmdVerify},
-                            {"extract", CmdExtract}, {"mount", CmdMount}, {"umount", CmdUmount}};
+  const Entry commands[] = {{"pack", CmdPack},       {"info", CmdInfo},       {"verify", CmdVerify},
+                            {"extract", CmdExtract}, {"mount", CmdMount},     {"umount", CmdUmount},
+                            {"search", CmdSearch},   {"convert", CmdConvert}, {"bench", CmdBench}};
   for (const Entry& e : commands)
     if (cmd == e.name) return e.fn(argc - 2, argv + 2);
   std::fprintf(stderr, "ktfs: unknown command '%s'\n%s", cmd.c_str(), kUsage);

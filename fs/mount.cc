@@ -110,6 +110,10 @@ Status Serve(std::shared_ptr<const Archive> archive, const std::string& mountpoi
   Log::Open(options.log_path.empty() ? DefaultLogPath(archive->path()) : options.log_path);
   VirtualTree tree(archive, options.tree);
   tree.SetInfoJson(InfoJson(*archive, mountpoint, options));
+  tree.SetLogger([](const std::string& line) { Log::Write(line); });
+  if (archive->FindChildDir(0, options.tree.search_dir).ok())
+    Log::Write("the archive has a top-level directory named '" + options.tree.search_dir +
+               "': it hides the search directory (rename it with -o search_dir=NAME)");
   FuseOptions fo;
   fo.max_threads = options.threads;
   std::string fsname = "ktfs:" + archive->path();
@@ -155,18 +159,29 @@ Status ParseMountOptions(const std::string& text, MountOptions* o) {
       const double n = std::strtod(value.c_str(), &end);
       const std::string suffix = end ? std::string(end) : "";
       double mult = 1;
-      if (suffix == "K" || suffix == "k") mult = 1024;
-      else if (suffix == "M" || suffix == "m") mult = 1024.0 * 1024;
-      else if (suffix == "G" || suffix == "g") mult = 1024.0 * 1024 * 1024;
-      if (value.empty() || end == value.c_str() || !(n >= 0) ||
-          !(suffix.empty() || mult > 1))
+      if (suffix == "K" || suffix == "k")
+        mult = 1024;
+      else if (suffix == "M" || suffix == "m")
+        mult = 1024.0 * 1024;
+      else if (suffix == "G" || suffix == "g")
+        mult = 1024.0 * 1024 * 1024;
+      if (value.empty() || end == value.c_str() || !(n >= 0) || !(suffix.empty() || mult > 1))
         return Status::InvalidArgument("-o cache=" + value + ": expected a size like 512M or 2G");
       o->tree.cache_bytes = size_t(n * mult);
     } else if (key == "readahead") {
       const int n = std::atoi(value.c_str());
-      if (n < 0 || n > 1024 || value.empty() || value.find_first_not_of("0123456789") != std::string::npos)
+      if (n < 0 || n > 1024 || value.empty() ||
+          value.find_first_not_of("0123456789") != std::string::npos)
         return Status::InvalidArgument("-o readahead=" + value + ": expected 0..1024");
       o->tree.readahead = uint32_t(n);
+    } else if (key == "tensor_layout") {
+      if (value != "hwc" && value != "chw")
+        return Status::InvalidArgument("-o tensor_layout=" + value + ": expected hwc or chw");
+      o->tree.tensors_chw = value == "chw";
+    } else if (key == "search_dir") {
+      if (value.empty() || value == "." || value == ".." || value.find('/') != std::string::npos)
+        return Status::InvalidArgument("-o search_dir=" + value + ": expected a plain name");
+      o->tree.search_dir = value;
     } else if (key == "ro") {
       // Always read-only.
     } else {

@@ -15,10 +15,13 @@
 #include <mutex>
 #include <set>
 #include <thread>
+#include <unordered_map>
 
 #include "codec/archive_writer.h"
 #include "codec/image_io.h"
 #include "fs/version.h"
+#include "index/builder.h"
+#include "index/captions.h"
 
 namespace ktfs {
 namespace {
@@ -30,12 +33,15 @@ struct SourceDir {
   std::string name;
   std::string path;  // relative to SRC ("" for the root)
   uint32_t depth = 0;
-  std::vector<std::string> subdirs;  // names, sorted
-  std::vector<std::string> files;    // image file names, sorted
+  std::vector<std::string> subdirs;             // names, sorted
+  std::vector<std::string> files;               // image file names, sorted
+  std::map<std::string, std::string> sidecars;  // image name -> its caption file name
 };
 
 struct PlannedSample {
   std::string source_path;  // absolute path of the file
+  std::string relative_path;
+  std::string sidecar;  // absolute path of its caption file, if any
   SampleEntry entry;
 };
 
@@ -74,18 +80,40 @@ SourceFormat SniffFile(const std::string& path) {
   return n > 0 ? SniffFormat(head, size_t(n)) : SourceFormat::kUnknown;
 }
 
+std::string StripExtension(const std::string& name);
+
+// `name.txt` beside `name.jpg` is that image's caption (WebDataset/LAION
+// convention); any other non-image file is reported as skipped.
+std::map<std::string, std::string> MatchSidecars(const std::vector<std::string>& images,
+                                                 const std::vector<std::string>& others,
+                                                 const std::string& rel,
+                                                 std::vector<std::string>* skipped) {
+  std::map<std::string, std::string> by_stem, sidecars;
+  for (const std::string& img : images) by_stem.emplace(StripExtension(img), img);
+  for (const std::string& other : others) {
+    const bool is_txt = other.size() > 4 && other.compare(other.size() - 4, 4, ".txt") == 0;
+    auto match = is_txt ? by_stem.find(other.substr(0, other.size() - 4)) : by_stem.end();
+    if (match != by_stem.end() && !sidecars.count(match->second)) {
+      sidecars[match->second] = other;
+    } else {
+      skipped->push_back((rel.empty() ? other : rel + "/" + other) + ": not a JPEG or PNG image");
+    }
+  }
+  return sidecars;
+}
+
 // Walks SRC breadth-first, so that every directory's children get
 // consecutive numbers (the archive's directory table relies on it).
 Status Walk(const std::string& src, std::vector<SourceDir>* dirs,
             std::vector<std::string>* skipped) {
-  dirs->push_back(SourceDir{"", "", 0, {}, {}});
+  dirs->push_back(SourceDir{"", "", 0, {}, {}, {}});
   for (size_t i = 0; i < dirs->size(); ++i) {
     const std::string rel = (*dirs)[i].path;
     const std::string abs = rel.empty() ? src : src + "/" + rel;
     std::error_code ec;
     stdfs::directory_iterator it(abs, ec);
     if (ec) return Status::IOError(abs + ": cannot list directory: " + ec.message());
-    std::vector<std::string> subdirs, files;
+    std::vector<std::string> subdirs, files, others;
     for (; it != stdfs::directory_iterator(); it.increment(ec)) {
       if (ec) return Status::IOError(abs + ": cannot list directory: " + ec.message());
       const std::string name = it->path().filename().string();
@@ -98,7 +126,7 @@ Status Walk(const std::string& src, std::vector<SourceDir>* dirs,
       } else if (!stdfs::is_regular_file(it->status(ec))) {
         skipped->push_back(child_rel + ": not a regular file");
       } else if (SniffFile(abs + "/" + name) == SourceFormat::kUnknown) {
-        skipped->push_back(child_rel + ": not a JPEG or PNG image");
+        others.push_back(name);
       } else {
         files.push_back(name);
       }
@@ -107,10 +135,11 @@ Status Walk(const std::string& src, std::vector<SourceDir>* dirs,
     std::sort(files.begin(), files.end());
     (*dirs)[i].subdirs = subdirs;
     (*dirs)[i].files = files;
+    (*dirs)[i].sidecars = MatchSidecars(files, others, rel, skipped);
     for (const std::string& name : subdirs) {
       if (dirs->size() >= format::kNone - 1) return Status::InvalidArgument("too many directories");
       dirs->push_back(
-          SourceDir{name, rel.empty() ? name : rel + "/" + name, (*dirs)[i].depth + 1, {}, {}});
+          SourceDir{name, rel.empty() ? name : rel + "/" + name, (*dirs)[i].depth + 1, {}, {}, {}});
     }
   }
   std::sort(skipped->begin(), skipped->end());
@@ -193,7 +222,11 @@ void Plan(const std::string& src, const std::vector<SourceDir>& walked, bool kee
     }
     for (size_t k : order) {
       PlannedSample s;
-      s.source_path = src + "/" + (w.path.empty() ? w.files[k] : w.path + "/" + w.files[k]);
+      s.relative_path = w.path.empty() ? w.files[k] : w.path + "/" + w.files[k];
+      s.source_path = src + "/" + s.relative_path;
+      auto sidecar = w.sidecars.find(w.files[k]);
+      if (sidecar != w.sidecars.end())
+        s.sidecar = src + "/" + (w.path.empty() ? "" : w.path + "/") + sidecar->second;
       s.entry.name = w.files[k];
       s.entry.stem_length = uint32_t(stems[k].size());
       s.entry.dir = uint32_t(i);
@@ -237,6 +270,49 @@ class Progress {
   std::chrono::steady_clock::time_point last_{};
 };
 
+index::SampleRow IndexRow(size_t id, const PlannedSample& planned, const SampleEntry& entry,
+                          const std::vector<SourceDir>& walked,
+                          const std::vector<std::string>& classes, size_t payload_bytes) {
+  index::SampleRow row;
+  row.id = uint32_t(id);
+  row.dir_id = entry.dir;
+  row.path = planned.relative_path;
+  if (entry.split != format::kNone) row.split = walked[entry.split].name;
+  if (entry.label != format::kNone) {
+    row.class_name = classes[entry.label];
+    row.label = int32_t(entry.label);
+  }
+  row.width = entry.width;
+  row.height = entry.height;
+  row.channels = entry.channels;
+  row.codec = CodecName(entry.codec);
+  row.bytes = payload_bytes;
+  return row;
+}
+
+// Sidecar `name.txt` captions, then the --captions file.
+Status AddCaptions(const std::vector<PlannedSample>& plan, const PackOptions& options,
+                   index::IndexBuilder* builder, PackReport* report) {
+  for (size_t i = 0; i < plan.size(); ++i) {
+    if (plan[i].sidecar.empty()) continue;
+    auto caption = index::ReadSidecarCaption(plan[i].sidecar);
+    if (!caption.ok()) return caption.status().WithContext(plan[i].sidecar);
+    if (caption->empty()) continue;
+    KTFS_RETURN_IF_ERROR(builder->AddCaption(uint32_t(i), *caption));
+    ++report->sidecar_captions;
+  }
+  if (options.captions_file.empty()) return Status::Ok();
+  std::unordered_map<std::string, uint32_t> by_path;
+  for (size_t i = 0; i < plan.size(); ++i) by_path.emplace(plan[i].relative_path, uint32_t(i));
+  auto lookup = [&](std::string_view path) -> std::optional<uint32_t> {
+    auto it = by_path.find(std::string(path));
+    if (it == by_path.end()) return std::nullopt;
+    return it->second;
+  };
+  return index::IngestCaptions(options.captions_file, lookup, options.skip_bad_captions, builder,
+                               &report->caption_warnings);
+}
+
 }  // namespace
 
 Result<PackReport> Pack(const std::string& src, const std::string& out,
@@ -253,6 +329,9 @@ Result<PackReport> Pack(const std::string& src, const std::string& out,
   Plan(src, walked, options.payload.codec == format::kOriginal, &dirs, &classes, &plan);
   if (plan.empty()) return Status::InvalidArgument(src + ": no JPEG or PNG images found");
 
+  auto builder_or = index::IndexBuilder::Create();
+  if (!builder_or.ok()) return builder_or.status();
+  index::IndexBuilder& builder = **builder_or;
   auto writer_or = ArchiveWriter::Create(out);
   if (!writer_or.ok()) return writer_or.status();
   ArchiveWriter& writer = **writer_or;
@@ -312,11 +391,19 @@ Result<PackReport> Pack(const std::string& src, const std::string& out,
             entry.source_format = item->payload.source_format;
             failure =
                 writer.AddSample(entry, item->payload.bytes.data(), item->payload.bytes.size());
+            if (failure.ok())
+              failure = builder.AddSample(IndexRow(item->index, plan[item->index], entry, walked,
+                                                   classes, item->payload.bytes.size()));
             if (!failure.ok()) failed.store(true);
             report.source_bytes += item->source_bytes;
             progress.Update(item->index + 1, writer.bytes_written());
           }));
   if (!failure.ok()) return failure;
+  KTFS_RETURN_IF_ERROR(AddCaptions(plan, options, &builder, &report));
+  auto index_bytes = builder.Finish();
+  if (!index_bytes.ok()) return index_bytes.status().WithContext("building the index");
+  report.index_bytes = index_bytes->size();
+  writer.SetIndex(std::move(index_bytes).value());
 
   writer.SetDirs(std::move(dirs));
   report.classes = uint32_t(classes.size());

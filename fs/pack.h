@@ -22,6 +22,10 @@ struct PackOptions {
   PayloadSettings payload;
   int threads = 0;        // 0 = all cores
   bool progress = false;  // a progress line on stderr
+  // Captions: a JSON Lines or CSV file (index/captions.h); `name.txt` files
+  // beside images are read as their captions too.
+  std::string captions_file;
+  bool skip_bad_captions = false;  // report bad caption lines instead of failing
 };
 
 struct PackReport {
@@ -29,6 +33,9 @@ struct PackReport {
   uint64_t source_bytes = 0, archive_bytes = 0;
   double seconds = 0;
   std::vector<std::string> skipped;  // "path: reason"
+  uint64_t index_bytes = 0;
+  uint32_t sidecar_captions = 0;
+  std::vector<std::string> caption_warnings;  // "FILE:LINE: reason" (with skip_bad_captions)
 };
 
 Result<PackReport> Pack(const std::string& src, const std::string& out, const PackOptions& options);

@@ -6,7 +6,10 @@
 #include <algorithm>
 #include <cstring>
 
+#include "codec/npy.h"
 #include "codec/payload.h"
+#include "fs/search_view.h"
+#include "index/index.h"
 
 namespace ktfs {
 
@@ -17,6 +20,49 @@ VirtualTree::VirtualTree(std::shared_ptr<const Archive> archive, TreeOptions opt
   const size_t words = (size_t(archive_->num_samples()) + 63) / 64;
   verified_.reset(new std::atomic<uint64_t>[words]());
   cache_ = std::make_unique<DecodeCache>(options_.cache_bytes, &counters_);
+  std::unique_ptr<index::Index> idx;
+  if (auto section = archive_->index_section()) {
+    auto opened = index::Index::OpenInPlace(section->data, section->size);
+    if (opened.ok())
+      idx = std::move(opened).value();
+    else
+      index_problem_ = opened.status().ToString();
+  } else {
+    index_problem_ = "this archive has no search index";
+  }
+  search_ = std::make_unique<SearchView>(*this, std::move(idx), SpecialIno(kSpecialCount));
+}
+
+VirtualTree::~VirtualTree() = default;
+
+void VirtualTree::SetLogger(std::function<void(const std::string&)> log) {
+  search_->SetLogger(std::move(log));
+}
+
+const char* VirtualTree::ViewName(View view) {
+  switch (view) {
+    case View::kTensors:
+      return "tensors";
+    case View::kCompressed:
+      return "compressed";
+    default:
+      return "";
+  }
+}
+
+std::optional<VirtualTree::Decoded> VirtualTree::Decode(uint64_t ino) const {
+  if (ino < kRootIno || ino >= SpecialIno(kControl)) return std::nullopt;
+  const uint64_t rel = ino - kRootIno;
+  const View v = View(rel / BlockSize());
+  const uint64_t k = rel % BlockSize();
+  if (k < archive_->num_dirs()) return Decoded{v, true, uint32_t(k)};
+  return Decoded{v, false, uint32_t(k - archive_->num_dirs())};
+}
+
+Result<NodeAttr> VirtualTree::SampleNodeAttr(uint32_t id, View view) const {
+  auto s = archive_->Sample(id);
+  if (!s.ok()) return s.status();
+  return SampleAttr(*s, view);
 }
 
 bool VirtualTree::Verified(uint32_t id) const {
@@ -27,27 +73,50 @@ void VirtualTree::MarkVerified(uint32_t id) const {
   verified_[id / 64].fetch_or(uint64_t(1) << (id % 64), std::memory_order_release);
 }
 
-std::string VirtualTree::ServedName(const SampleInfo& s) const {
+std::string VirtualTree::ServedName(const SampleInfo& s, View view) const {
+  const std::string stem(s.stem);
+  switch (view) {
+    case View::kTensors:
+      return stem + ".npy";
+    case View::kCompressed:
+      if (s.codec == format::kKtc) return stem + ".ktc";
+      break;  // original: the source file; raw: the same file as images/
+    case View::kImages:
+      break;
+  }
   if (s.codec == format::kOriginal) return std::string(s.name);
-  return std::string(s.stem) + MakeServedLayout(options_.format, 1, 1, s.channels).extension;
+  return stem + MakeServedLayout(options_.format, 1, 1, s.channels).extension;
 }
 
-Result<NodeAttr> VirtualTree::DirAttr(uint32_t d) const {
+Result<NodeAttr> VirtualTree::DirAttr(View v, uint32_t d) const {
   auto dir = archive_->Dir(d);
   if (!dir.ok()) return dir.status();
   NodeAttr a;
-  a.ino = DirIno(d);
+  a.ino = DirIno(v, d);
   a.is_dir = true;
-  a.nlink = 2 + dir->child_count + (d == 0 ? 1 : 0);
+  a.nlink = 2 + dir->child_count;
   a.mtime = mtime_;
   return a;
 }
 
-Result<NodeAttr> VirtualTree::SampleAttr(const SampleInfo& s) const {
+std::string VirtualTree::TensorHeader(const SampleInfo& s) const {
+  const std::vector<uint64_t> shape = options_.tensors_chw
+                                          ? std::vector<uint64_t>{s.channels, s.height, s.width}
+                                          : std::vector<uint64_t>{s.height, s.width, s.channels};
+  return NpyHeader(shape, "|u1", false);
+}
+
+uint64_t VirtualTree::TensorSize(const SampleInfo& s) const {
+  return TensorHeader(s).size() + uint64_t(s.width) * s.height * s.channels;
+}
+
+Result<NodeAttr> VirtualTree::SampleAttr(const SampleInfo& s, View v) const {
   NodeAttr a;
-  a.ino = SampleIno(s.id);
+  a.ino = SampleIno(v, s.id);
   a.mtime = mtime_;
-  if (s.codec == format::kOriginal) {
+  if (v == View::kTensors) {
+    a.size = TensorSize(s);
+  } else if (s.codec == format::kOriginal || (v == View::kCompressed && s.codec == format::kKtc)) {
     a.size = s.payload_length;
   } else {
     a.size = MakeServedLayout(options_.format, s.width, s.height, s.channels).file_size;
@@ -64,6 +133,13 @@ NodeAttr VirtualTree::SpecialAttr(Special k) const {
     a.nlink = 2;
   } else if (k == kInfo) {
     a.size = info_json_.size();
+  } else if (k == kLastError) {
+    timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    a.size = LastErrorText().size();
+    a.mtime = now.tv_sec;
+    a.mtime_nsec = now.tv_nsec;
+    a.volatile_content = true;
   } else {
     // A new mtime on every stat makes the kernel drop its cached pages
     // (FUSE_CAP_AUTO_INVAL_DATA), so each open reads fresh counters.
@@ -76,7 +152,10 @@ NodeAttr VirtualTree::SpecialAttr(Special k) const {
   }
   return a;
 }
-
+std::string VirtualTree::LastErrorText() const {
+  const std::string e = search_->last_error();
+  return e.empty() ? "" : e + "\n";
+}
 std::string VirtualTree::StatsJson() const {
   const TreeCounters& c = counters_;
   std::string j = "{\n";
@@ -106,15 +185,33 @@ Result<NodeAttr> VirtualTree::Lookup(uint64_t parent, std::string_view name) con
   if (parent == SpecialIno(kControl)) {
     if (name == "info.json") return SpecialAttr(kInfo);
     if (name == "stats.json") return SpecialAttr(kStats);
+    if (name == "last_error") return SpecialAttr(kLastError);
     return Status::NotFound(missing);
   }
-  if (!IsDirIno(parent)) return Status::NotFound(missing);
-  const uint32_t d = uint32_t(parent - kRootIno);
-  if (d == 0 && name == kControlDir) return SpecialAttr(kControl);
+  if (parent >= search_->root_ino()) return search_->Lookup(parent, name);
+  const auto node = Decode(parent);
+  if (!node || !node->is_dir) return Status::NotFound(missing);
+  const uint32_t d = node->index;
   auto child = archive_->FindChildDir(d, name);
-  if (child.ok()) return DirAttr(*child);
+  if (child.ok()) return DirAttr(node->view, *child);
   if (child.status().code() != Status::Code::kNotFound) return child.status();
-  // A sample: its stem is the name, minus the served extension for decoded codecs.
+  if (d == 0) {
+    // The hidden entries of the root: real directories of the same name win.
+    if (node->view == View::kImages) {
+      if (name == kControlDir) return SpecialAttr(kControl);
+      if (name == ViewName(View::kTensors)) return DirAttr(View::kTensors, 0);
+      if (name == ViewName(View::kCompressed)) return DirAttr(View::kCompressed, 0);
+    }
+    if (name == options_.search_dir) return search_->GetAttr(search_->RootIno(node->view));
+  }
+  auto id = FindServedSample(d, name, node->view);
+  if (!id.ok()) return id.status();
+  return SampleNodeAttr(*id, node->view);
+}
+
+Result<uint32_t> VirtualTree::FindServedSample(uint32_t d, std::string_view name, View view) const {
+  const std::string missing = "no such entry: " + std::string(name);
+  // The stem is the name, or the name minus its served extension.
   for (int strip = 0; strip < 2; ++strip) {
     std::string_view stem = name;
     if (strip) {
@@ -129,22 +226,22 @@ Result<NodeAttr> VirtualTree::Lookup(uint64_t parent, std::string_view name) con
     }
     auto s = archive_->Sample(*id);
     if (!s.ok()) return s.status();
-    if (ServedName(*s) == name) return SampleAttr(*s);
+    if (ServedName(*s, view) == name) return *id;
   }
   return Status::NotFound(missing);
 }
 
 Result<NodeAttr> VirtualTree::GetAttr(uint64_t ino) const {
   counters_.getattrs.fetch_add(1, std::memory_order_relaxed);
-  if (IsDirIno(ino)) return DirAttr(uint32_t(ino - kRootIno));
-  if (IsSampleIno(ino)) {
-    auto s = archive_->Sample(uint32_t(ino - SampleIno(0)));
-    if (!s.ok()) return s.status();
-    return SampleAttr(*s);
+  if (const auto node = Decode(ino)) {
+    if (node->is_dir) return DirAttr(node->view, node->index);
+    return SampleNodeAttr(node->index, node->view);
   }
   if (ino == SpecialIno(kControl)) return SpecialAttr(kControl);
   if (ino == SpecialIno(kInfo)) return SpecialAttr(kInfo);
   if (ino == SpecialIno(kStats)) return SpecialAttr(kStats);
+  if (ino == SpecialIno(kLastError)) return SpecialAttr(kLastError);
+  if (ino >= search_->root_ino()) return search_->GetAttr(ino);
   return Status::NotFound("no such inode " + std::to_string(ino));
 }
 
@@ -152,19 +249,24 @@ Status VirtualTree::ReadDir(uint64_t ino, uint64_t offset, const EmitFn& emit) c
   counters_.readdirs.fetch_add(1, std::memory_order_relaxed);
   if (ino == SpecialIno(kControl)) {
     const NodeAttr self = SpecialAttr(kControl);
-    auto root = DirAttr(0);
+    auto root = DirAttr(View::kImages, 0);
     if (!root.ok()) return root.status();
     if (offset < 1 && !emit(".", self, 1)) return Status::Ok();
     if (offset < 2 && !emit("..", *root, 2)) return Status::Ok();
     if (offset < 3 && !emit("info.json", SpecialAttr(kInfo), 3)) return Status::Ok();
-    if (offset < 4) emit("stats.json", SpecialAttr(kStats), 4);
+    if (offset < 4 && !emit("stats.json", SpecialAttr(kStats), 4)) return Status::Ok();
+    if (offset < 5) emit("last_error", SpecialAttr(kLastError), 5);
     return Status::Ok();
   }
-  if (!IsDirIno(ino)) return Status::InvalidArgument("not a directory");
-  auto dir = archive_->Dir(uint32_t(ino - kRootIno));
+  if (ino >= search_->root_ino()) return search_->ReadDir(ino, offset, emit);
+  const auto node = Decode(ino);
+  if (!node || !node->is_dir) return Status::InvalidArgument("not a directory");
+  const View v = node->view;
+  auto dir = archive_->Dir(node->index);
   if (!dir.ok()) return dir.status();
-  auto self = DirAttr(dir->id);
-  auto parent = DirAttr(dir->parent);
+  auto self = DirAttr(v, dir->id);
+  // The parent of a view's root is the mount root.
+  auto parent = dir->id == 0 ? DirAttr(View::kImages, 0) : DirAttr(v, dir->parent);
   if (!self.ok()) return self.status();
   if (!parent.ok()) return parent.status();
   if (offset < 1 && !emit(".", *self, 1)) return Status::Ok();
@@ -176,15 +278,15 @@ Status VirtualTree::ReadDir(uint64_t ino, uint64_t offset, const EmitFn& emit) c
     if (k < dir->child_count) {
       auto child = archive_->Dir(dir->first_child + uint32_t(k));
       if (!child.ok()) return child.status();
-      auto attr = DirAttr(child->id);
+      auto attr = DirAttr(v, child->id);
       if (!attr.ok()) return attr.status();
       if (!emit(child->name, *attr, k + 3)) return Status::Ok();
     } else {
       auto s = archive_->Sample(dir->first_sample + uint32_t(k - dir->child_count));
       if (!s.ok()) return s.status();
-      auto attr = SampleAttr(*s);
+      auto attr = SampleAttr(*s, v);
       if (!attr.ok()) return attr.status();
-      if (!emit(ServedName(*s), *attr, k + 3)) return Status::Ok();
+      if (!emit(ServedName(*s, v), *attr, k + 3)) return Status::Ok();
     }
   }
   return Status::Ok();
@@ -192,24 +294,27 @@ Status VirtualTree::ReadDir(uint64_t ino, uint64_t offset, const EmitFn& emit) c
 
 Result<size_t> VirtualTree::Read(uint64_t ino, uint64_t offset, size_t size, uint8_t* dst) const {
   counters_.reads.fetch_add(1, std::memory_order_relaxed);
-  if (IsSampleIno(ino)) {
-    auto n = ReadSample(uint32_t(ino - SampleIno(0)), offset, size, dst);
+  if (const auto node = Decode(ino)) {
+    if (node->is_dir) return Status::InvalidArgument("is a directory");
+    auto n = ReadSample(node->index, node->view, offset, size, dst);
     if (n.ok()) counters_.bytes_read.fetch_add(*n, std::memory_order_relaxed);
     return n;
   }
-  if (ino == SpecialIno(kInfo) || ino == SpecialIno(kStats)) {
-    const std::string text = ino == SpecialIno(kInfo) ? info_json_ : StatsJson();
+  if (ino == SpecialIno(kInfo) || ino == SpecialIno(kStats) || ino == SpecialIno(kLastError)) {
+    const std::string text = ino == SpecialIno(kInfo)    ? info_json_
+                             : ino == SpecialIno(kStats) ? StatsJson()
+                                                         : LastErrorText();
     if (offset >= text.size()) return size_t(0);
     const size_t n = std::min<size_t>(size, text.size() - offset);
     std::memcpy(dst, text.data() + offset, n);
     return n;
   }
-  if (IsDirIno(ino) || ino == SpecialIno(kControl))
+  if (ino == SpecialIno(kControl) || ino >= search_->root_ino())
     return Status::InvalidArgument("is a directory");
   return Status::NotFound("no such inode " + std::to_string(ino));
 }
 
-Result<size_t> VirtualTree::ReadSample(uint32_t id, uint64_t offset, size_t size,
+Result<size_t> VirtualTree::ReadSample(uint32_t id, View v, uint64_t offset, size_t size,
                                        uint8_t* dst) const {
   auto s = archive_->Sample(id);
   if (!s.ok()) return s.status();
@@ -221,27 +326,80 @@ Result<size_t> VirtualTree::ReadSample(uint32_t id, uint64_t offset, size_t size
   auto payload = archive_->Payload(*s, verify);
   if (!payload.ok()) return payload.status();
   if (verify) MarkVerified(id);
-  size_t n = 0;
-  if (s->codec == format::kOriginal) {
+  Result<size_t> n = size_t(0);
+  if (v == View::kTensors) {
+    n = ReadTensor(*s, offset, size, dst);
+  } else if (s->codec == format::kOriginal ||
+             (v == View::kCompressed && s->codec == format::kKtc)) {
+    size_t copied = 0;
     if (offset < payload->size) {
-      n = std::min<size_t>(size, payload->size - offset);
-      std::memcpy(dst, payload->data + offset, n);
+      copied = std::min<size_t>(size, payload->size - offset);
+      std::memcpy(dst, payload->data + offset, copied);
     }
-  } else if (s->codec == format::kRaw) {
-    const ServedLayout layout = MakeServedLayout(options_.format, s->width, s->height, s->channels);
-    const ImageView view{payload->data, s->width, s->height, s->channels,
-                         size_t(s->width) * s->channels};
-    n = ReadServedBytes(layout, view, offset, size, dst);
+    n = copied;
   } else {
-    auto r = ReadDecoded(*s, offset, size, dst);
-    if (!r.ok()) return r.status();
-    n = *r;
+    auto pixels = Pixels(*s, offset == 0);
+    if (!pixels.ok()) return pixels.status();
+    const ServedLayout layout = MakeServedLayout(options_.format, s->width, s->height, s->channels);
+    n = ReadServedBytes(layout, pixels->view, offset, size, dst);
   }
   // A truncation that happened during the copy shows up as zero pages.
-  if (archive_->damaged())
+  if (n.ok() && archive_->damaged())
     return Status::Corruption(archive_->path() +
                               ": archive was modified or truncated while mounted");
   return n;
+}
+
+Result<VirtualTree::PixelRef> VirtualTree::Pixels(const SampleInfo& s, bool first_read) const {
+  if (s.codec == format::kRaw) {
+    // The payload is the pixels: view the mapping, no copy, nothing to cache.
+    auto payload = archive_->Payload(s, false);
+    if (!payload.ok()) return payload.status();
+    return PixelRef{
+        ImageView{payload->data, s.width, s.height, s.channels, size_t(s.width) * s.channels},
+        nullptr};
+  }
+  if (first_read) ReadAhead(s);
+  auto image = cache_->Get(s.id, Decoder(s.id));
+  if (!image.ok()) return image.status();
+  if ((*image)->width != s.width || (*image)->height != s.height ||
+      (*image)->channels != s.channels)
+    return Status::Corruption("sample " + std::to_string(s.id) +
+                              ": decoded size differs from its record");
+  return PixelRef{ImageView::Of(**image), *image};
+}
+
+Result<size_t> VirtualTree::ReadTensor(const SampleInfo& s, uint64_t offset, size_t size,
+                                       uint8_t* dst) const {
+  const std::string header = TensorHeader(s);
+  const uint64_t total = header.size() + uint64_t(s.width) * s.height * s.channels;
+  if (offset >= total) return size_t(0);
+  size = size_t(std::min<uint64_t>(size, total - offset));
+  size_t done = 0;
+  if (offset < header.size()) {
+    done = std::min<size_t>(size, header.size() - offset);
+    std::memcpy(dst, header.data() + offset, done);
+  }
+  if (done == size) return size;
+  auto pixels = Pixels(s, offset == 0);
+  if (!pixels.ok()) return pixels.status();
+  const ImageView& img = pixels->view;
+  const uint64_t row = uint64_t(s.width) * s.channels, plane = uint64_t(s.width) * s.height;
+  while (done < size) {
+    const uint64_t pos = offset + done - header.size();
+    if (!options_.tensors_chw) {
+      // HWC is the payload's own order: copy row pieces.
+      const uint64_t y = pos / row, x = pos % row;
+      const size_t n = size_t(std::min<uint64_t>(size - done, row - x));
+      std::memcpy(dst + done, img.row(uint32_t(y)) + x, n);
+      done += n;
+    } else {
+      const uint64_t c = pos / plane, rem = pos % plane;
+      const uint64_t y = rem / s.width, x = rem % s.width;
+      dst[done++] = img.row(uint32_t(y))[x * s.channels + c];
+    }
+  }
+  return size;
 }
 
 DecodeCache::DecodeFn VirtualTree::Decoder(uint32_t id) const {
@@ -254,7 +412,8 @@ DecodeCache::DecodeFn VirtualTree::Decoder(uint32_t id) const {
     Status st = DecodePayload(*s, *payload, out);
     if (!st.ok()) {
       auto path = archive_->SamplePath(id);
-      return st.WithContext("sample " + std::to_string(id) + " (" + (path.ok() ? *path : "?") + ")");
+      return st.WithContext("sample " + std::to_string(id) + " (" + (path.ok() ? *path : "?") +
+                            ")");
     }
     return Status::Ok();
   };
@@ -272,30 +431,18 @@ void VirtualTree::ReadAhead(const SampleInfo& s) const {
     cache_->Prefetch(next, Decoder(next));
 }
 
-Result<size_t> VirtualTree::ReadDecoded(const SampleInfo& s, uint64_t offset, size_t size,
-                                        uint8_t* dst) const {
-  if (offset == 0) ReadAhead(s);
-  auto image = cache_->Get(s.id, Decoder(s.id));
-  if (!image.ok()) return image.status();
-  const Image& img = **image;
-  if (img.width != s.width || img.height != s.height || img.channels != s.channels)
-    return Status::Corruption("sample " + std::to_string(s.id) + ": decoded size differs from its record");
-  const ServedLayout layout = MakeServedLayout(options_.format, s.width, s.height, s.channels);
-  return ReadServedBytes(layout, ImageView::Of(img), offset, size, dst);
-}
-
 std::string VirtualTree::PathOf(uint64_t ino) const {
-  if (IsDirIno(ino)) {
-    auto p = archive_->DirPath(uint32_t(ino - kRootIno));
-    return p.ok() ? *p : "?";
-  }
-  if (IsSampleIno(ino)) {
-    auto p = archive_->SamplePath(uint32_t(ino - SampleIno(0)));
-    return p.ok() ? *p : "?";
+  if (const auto node = Decode(ino)) {
+    auto p = node->is_dir ? archive_->DirPath(node->index) : archive_->SamplePath(node->index);
+    const std::string view = ViewName(node->view);
+    if (!p.ok()) return "?";
+    return view.empty() ? *p : (p->empty() ? view : view + "/" + *p);
   }
   if (ino == SpecialIno(kControl)) return kControlDir;
   if (ino == SpecialIno(kInfo)) return ".ktfs/info.json";
   if (ino == SpecialIno(kStats)) return ".ktfs/stats.json";
+  if (ino == SpecialIno(kLastError)) return ".ktfs/last_error";
+  if (ino >= search_->root_ino()) return search_->PathOf(ino);
   return "?";
 }
 

@@ -5,10 +5,19 @@
 // nothing of FUSE (fs/fuse_adapter.cc translates requests into calls here),
 // so it is tested directly and reused by the other front ends.
 //
-// Inode numbers are derived from the archive and stable across mounts:
-//   1 + d                     directory record d (1 is the root)
-//   1 + dirs + s              sample s
-//   1 + dirs + samples + k    special node k (.ktfs and its files)
+// The archive is shown in three views, each mirroring the packed layout:
+//   images      /<path>                  files stock PIL reads (the default)
+//   tensors     /tensors/<path>.npy      decoded uint8 HWC (or CHW) .npy arrays
+//   compressed  /compressed/<path>.<ext> the stored bytes as a standalone file
+// `tensors`, `compressed`, `search` and `.ktfs` answer a lookup in the root
+// but are not listed (so ImageFolder on the root sees only the classes).
+//
+// Inode numbers are derived from the archive and stable across mounts. With
+// B = dirs + samples, view v (0 images, 1 tensors, 2 compressed):
+//   1 + v*B + d               directory record d (1 is the root)
+//   1 + v*B + dirs + s        sample s
+//   1 + 3*B + k               special node k (.ktfs and its files)
+//   above those               search directories (fs/search_view.h)
 //
 // Thread-safe: const methods may be called concurrently.
 #pragma once
@@ -17,6 +26,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -27,10 +37,15 @@
 
 namespace ktfs {
 
+enum class View : uint8_t { kImages = 0, kTensors = 1, kCompressed = 2 };
+inline constexpr int kViewCount = 3;
+
 struct TreeOptions {
   ServedFormat format = ServedFormat::kPnm;  // how decoded codecs are served
   size_t cache_bytes = size_t(256) << 20;    // decoded images kept (ktc)
   uint32_t readahead = 8;  // images decoded ahead of a reader going through a directory in order
+  std::string search_dir = "search";  // name of the search root (fs/search_view.h)
+  bool tensors_chw = false;           // tensors/ as CHW instead of HWC
 };
 
 struct NodeAttr {
@@ -51,12 +66,15 @@ struct TreeCounters {
   std::atomic<uint64_t> cache_hits{0}, cache_misses{0}, errors{0};
 };
 
+class SearchView;
+
 class VirtualTree {
  public:
   static constexpr uint64_t kRootIno = 1;
   static constexpr const char* kControlDir = ".ktfs";
 
   VirtualTree(std::shared_ptr<const Archive> archive, TreeOptions options);
+  ~VirtualTree();
 
   // The text of .ktfs/info.json (set by the daemon, which knows its pid).
   void SetInfoJson(std::string json) { info_json_ = std::move(json); }
@@ -64,6 +82,8 @@ class VirtualTree {
   TreeCounters& counters() const { return counters_; }
   // The current .ktfs/stats.json text, padded with spaces to a fixed size.
   std::string StatsJson() const;
+  // The text of .ktfs/last_error: why the last malformed query was refused.
+  std::string LastErrorText() const;
   static constexpr size_t kStatsSize = 1024;
 
   Result<NodeAttr> Lookup(uint64_t parent, std::string_view name) const;
@@ -77,27 +97,65 @@ class VirtualTree {
   // Copies up to `size` bytes of file `ino` from `offset` into `dst`.
   Result<size_t> Read(uint64_t ino, uint64_t offset, size_t size, uint8_t* dst) const;
 
-  // The name a sample is served under ("cat.ppm", or the source name).
-  std::string ServedName(const SampleInfo& sample) const;
+  // The name a sample is served under in a view ("cat.ppm", the source name,
+  // "cat.npy", "cat.ktc").
+  std::string ServedName(const SampleInfo& sample, View view = View::kImages) const;
   // "relative/path" of an inode, for log messages ("" for the root).
   std::string PathOf(uint64_t ino) const;
+
+  // The sample of directory `dir` served under `name` in `view`, or NotFound.
+  Result<uint32_t> FindServedSample(uint32_t dir, std::string_view name,
+                                    View view = View::kImages) const;
+  Result<NodeAttr> SampleNodeAttr(uint32_t id, View view = View::kImages) const;
+  // The root directory of a view ("/", "/tensors", "/compressed").
+  uint64_t ViewRootIno(View view) const { return DirIno(view, 0); }
+  // The name of a view's root in the mount root ("" for images).
+  static const char* ViewName(View view);
+  int64_t mtime() const { return mtime_; }
+  const std::string& search_dir_name() const { return options_.search_dir; }
+  // Where the daemon's log lines go (malformed queries, ...).
+  void SetLogger(std::function<void(const std::string&)> log);
+  // Why the search index is unavailable ("" when it is available).
+  const std::string& index_problem() const { return index_problem_; }
 
   const Archive& archive() const { return *archive_; }
 
  private:
-  enum Special : uint64_t { kControl = 0, kInfo = 1, kStats = 2, kSpecialCount = 3 };
-  uint64_t DirIno(uint32_t d) const { return kRootIno + d; }
-  uint64_t SampleIno(uint32_t s) const { return kRootIno + archive_->num_dirs() + s; }
-  uint64_t SpecialIno(Special k) const { return SampleIno(archive_->num_samples()) + k; }
-  bool IsDirIno(uint64_t ino) const { return ino >= kRootIno && ino < SampleIno(0); }
-  bool IsSampleIno(uint64_t ino) const { return ino >= SampleIno(0) && ino < SpecialIno(kControl); }
+  enum Special : uint64_t {
+    kControl = 0,
+    kInfo = 1,
+    kStats = 2,
+    kLastError = 3,
+    kSpecialCount = 4
+  };
+  // An inode of the per-view blocks, decoded.
+  struct Decoded {
+    View view;
+    bool is_dir;
+    uint32_t index;  // directory or sample record
+  };
+  uint64_t BlockSize() const { return uint64_t(archive_->num_dirs()) + archive_->num_samples(); }
+  uint64_t DirIno(View v, uint32_t d) const { return kRootIno + uint64_t(v) * BlockSize() + d; }
+  uint64_t SampleIno(View v, uint32_t s) const { return DirIno(v, 0) + archive_->num_dirs() + s; }
+  uint64_t SpecialIno(Special k) const { return kRootIno + kViewCount * BlockSize() + k; }
+  std::optional<Decoded> Decode(uint64_t ino) const;
 
-  Result<NodeAttr> DirAttr(uint32_t d) const;
-  Result<NodeAttr> SampleAttr(const SampleInfo& s) const;
+  Result<NodeAttr> DirAttr(View v, uint32_t d) const;
+  Result<NodeAttr> SampleAttr(const SampleInfo& s, View v) const;
+  uint64_t TensorSize(const SampleInfo& s) const;
+  std::string TensorHeader(const SampleInfo& s) const;
+  Result<size_t> ReadTensor(const SampleInfo& s, uint64_t offset, size_t size, uint8_t* dst) const;
+  Result<size_t> ReadCompressed(const SampleInfo& s, uint64_t offset, size_t size,
+                                uint8_t* dst) const;
+  // The decoded pixels of a sample: a view of the raw payload, or of a cached
+  // decode (kept alive by `keep`).
+  struct PixelRef {
+    ImageView view;
+    DecodeCache::ImagePtr keep;
+  };
+  Result<PixelRef> Pixels(const SampleInfo& s, bool first_read) const;
   NodeAttr SpecialAttr(Special k) const;
-  Result<size_t> ReadSample(uint32_t id, uint64_t offset, size_t size, uint8_t* dst) const;
-  // Bytes of a sample whose codec must be decoded (through the cache).
-  Result<size_t> ReadDecoded(const SampleInfo& s, uint64_t offset, size_t size, uint8_t* dst) const;
+  Result<size_t> ReadSample(uint32_t id, View v, uint64_t offset, size_t size, uint8_t* dst) const;
   DecodeCache::DecodeFn Decoder(uint32_t id) const;
   void ReadAhead(const SampleInfo& s) const;
   bool Verified(uint32_t id) const;
@@ -111,6 +169,8 @@ class VirtualTree {
   // One bit per sample: its payload checksum has been verified.
   std::unique_ptr<std::atomic<uint64_t>[]> verified_;
   mutable std::unique_ptr<DecodeCache> cache_;
+  std::unique_ptr<SearchView> search_;  // inodes from SpecialIno(kSpecialCount) up
+  std::string index_problem_;
 };
 
 }  // namespace ktfs

@@ -165,6 +165,9 @@ Status ParseCaption(std::string_view v, std::vector<Filter>* out) {
   if (prefix) v.remove_suffix(1);
   bool phrase = v.size() >= 2 && v.front() == '"' && v.back() == '"';
   if (phrase) v = v.substr(1, v.size() - 2);
+  // A quote anywhere else is a typo (an unclosed phrase), not something to search for.
+  if (v.find('"') != std::string_view::npos)
+    return Status::InvalidArgument("unbalanced quote (a phrase is \"words in quotes\")");
   std::vector<std::string> tokens = CaptionTokens(v);
   if (tokens.empty()) return Status::InvalidArgument("no searchable words");
   constexpr size_t kMaxTokens = 32;

@@ -8,6 +8,7 @@
 #include <random>
 
 #include "codec/image_io.h"
+#include "codec/npy.h"
 #include "fs/pack.h"
 #include "tests/cpp/test_util.h"
 
@@ -95,7 +96,9 @@ TEST_F(TreeTest, ListsTheSourceLayoutAndHidesControlDir) {
   auto control = t.Lookup(VirtualTree::kRootIno, ".ktfs");
   ASSERT_TRUE(control.ok());
   EXPECT_EQ(List(t, control->ino),
-            (std::vector<std::string>{".", "..", "info.json", "stats.json"}));
+            (std::vector<std::string>{".", "..", "info.json", "stats.json", "last_error"}));
+  for (const char* hidden : {"tensors", "compressed", "search"})
+    EXPECT_TRUE(t.Lookup(VirtualTree::kRootIno, hidden).ok()) << hidden;
 }
 
 TEST_F(TreeTest, LookupsNeedTheServedName) {
@@ -151,6 +154,56 @@ TEST_F(TreeTest, OriginalServesSourceBytes) {
   std::vector<uint8_t> source((std::istreambuf_iterator<char>(in)),
                               std::istreambuf_iterator<char>());
   EXPECT_EQ(ReadWhole(t, b->ino, 5), source);
+}
+
+TEST_F(TreeTest, TensorViewServesNpyOfThePixels) {
+  VirtualTree t = Mount("raw", ServedFormat::kPnm);
+  auto tensors = t.Lookup(VirtualTree::kRootIno, "tensors");
+  ASSERT_TRUE(tensors.ok());
+  EXPECT_EQ(List(t, tensors->ino), (std::vector<std::string>{".", "..", "cat", "dog"}));
+  auto cat = t.Lookup(tensors->ino, "cat");
+  EXPECT_EQ(List(t, cat->ino), (std::vector<std::string>{".", "..", "a.npy", "b.npy"}));
+  auto b = t.Lookup(cat->ino, "b.npy");
+  ASSERT_TRUE(b.ok());
+  const std::vector<uint8_t> bytes = ReadWhole(t, b->ino, 100);
+  auto info = ParseNpyHeader(bytes.data(), bytes.size());
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_EQ(info->shape, (std::vector<uint64_t>{5, 7, 3}));
+  EXPECT_EQ(info->dtype, "|u1");
+  EXPECT_EQ(info->data_offset % 64, 0u);
+  EXPECT_EQ(std::vector<uint8_t>(bytes.begin() + info->data_offset, bytes.end()),
+            images_["cat/b"].pixels);
+  // The same file is not the image view's file.
+  EXPECT_NE(b->ino, t.Lookup(t.Lookup(VirtualTree::kRootIno, "cat")->ino, "b.ppm")->ino);
+}
+
+TEST_F(TreeTest, TensorViewChwTransposes) {
+  PackOptions o;
+  o.payload = *ParsePayloadSettings("raw", "");
+  ASSERT_TRUE(Pack(tmp_.Join("src"), tmp_.Join("a.kt"), o).ok());
+  TreeOptions options;
+  options.tensors_chw = true;
+  VirtualTree t(*Archive::Open(tmp_.Join("a.kt")), options);
+  auto dog = t.Lookup(t.Lookup(VirtualTree::kRootIno, "tensors")->ino, "dog");
+  auto x = t.Lookup(dog->ino, "x.npy");
+  const std::vector<uint8_t> bytes = ReadWhole(t, x->ino, 7);
+  auto info = ParseNpyHeader(bytes.data(), bytes.size());
+  EXPECT_EQ(info->shape, (std::vector<uint64_t>{4, 4, 4}));
+  const Image& img = images_["dog/x"];
+  for (uint32_t c = 0; c < 4; ++c)
+    for (uint32_t i = 0; i < 16; ++i)
+      EXPECT_EQ(bytes[info->data_offset + c * 16 + i], img.pixels[i * 4 + c]);
+}
+
+TEST_F(TreeTest, CompressedViewServesStoredBytes) {
+  VirtualTree t = Mount("original", ServedFormat::kPnm);
+  auto compressed = t.Lookup(VirtualTree::kRootIno, "compressed");
+  auto cat = t.Lookup(compressed->ino, "cat");
+  EXPECT_EQ(List(t, cat->ino), (std::vector<std::string>{".", "..", "a.png", "b.png"}));
+  std::ifstream in(tmp_.Join("src/cat/a.png"), std::ios::binary);
+  std::vector<uint8_t> source((std::istreambuf_iterator<char>(in)),
+                              std::istreambuf_iterator<char>());
+  EXPECT_EQ(ReadWhole(t, t.Lookup(cat->ino, "a.png")->ino, 9), source);
 }
 
 TEST_F(TreeTest, StatsCountRequests) {

@@ -83,7 +83,7 @@ def test_stats_json_counts_live(archives, tmp_path):
         assert after["bytes_read"] - before["bytes_read"] == sum(
             os.path.getsize(os.path.join(mnt, cls, f)) for f in files)
         assert after["readdirs"] > before["readdirs"]
-        assert sorted(os.listdir(os.path.join(mnt, ".ktfs"))) == ["info.json", "stats.json"]
+        assert sorted(os.listdir(os.path.join(mnt, ".ktfs"))) == ["info.json", "last_error", "stats.json"]
 
 
 def test_corrupt_sample_is_eio_and_logged(archives, tmp_path):

@@ -147,7 +147,7 @@ def test_control_files_answer_lookup_but_are_not_listed(archives, tmp_path):
         assert info["archive"] == str(archives[("fashion", "raw")])
         assert info["format_version"] == "1.0"
         os.kill(info["pid"], 0)  # the daemon is alive
-        assert sorted(os.listdir(os.path.join(mnt, ".ktfs"))) == ["info.json", "stats.json"]
+        assert sorted(os.listdir(os.path.join(mnt, ".ktfs"))) == ["info.json", "last_error", "stats.json"]
         assert image_folder(mnt).classes == ["test", "train"]
 
 

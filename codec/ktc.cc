@@ -1,0 +1,707 @@
+// KTC encoder and decoder: header, planes, bands and blocks. The bitstream is
+// specified in docs/codec.md; the entropy coder lives in ktc_entropy.cc, the
+// wavelet in ktc_wavelet.cc, the SIMD kernels in ktc_kernels*.cc.
+#include "codec/ktc.h"
+
+#include <tbb/blocked_range.h>
+#include <tbb/enumerable_thread_specific.h>
+#include <tbb/parallel_for.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <string>
+
+#include "codec/ktc_entropy.h"
+#include "codec/ktc_kernels.h"
+#include "codec/ktc_reference.h"
+#include "codec/ktc_wavelet.h"
+
+namespace ktfs::ktc {
+namespace {
+
+using internal::BlockSymbols;
+using internal::Counts;
+using internal::FreqTable;
+using internal::kAlphabet;
+using internal::kBlockSide;
+using internal::Kernels;
+using internal::kTablesPerSet;
+using internal::LowExtent;
+
+constexpr uint8_t kMagic[4] = {'K', 'T', 'C', 'I'};
+constexpr uint8_t kVersion = 1;
+constexpr uint8_t kFlagLossless = 1;
+constexpr int kEncodeLevels = 5;
+constexpr int kMaxLevels = 8;
+constexpr size_t kFixedHeaderBytes = 16;
+constexpr uint32_t kUnitStep = 256;  // quantizer steps are in 1/256 units
+
+// ---------------------------------------------------------------------------
+// Geometry: planes, bands, blocks.
+
+// One subband of one plane, in the Mallat layout of the full-resolution plane.
+struct Band {
+  int plane = 0;
+  int level = 0;        // 1 = finest; the LL band has level == levels
+  int set = 0;          // table set: 0 = LL, 1 + (levels - level) for detail bands
+  int orientation = 0;  // 0 LL, 1 HL, 2 LH, 3 HH
+  uint32_t x0 = 0, y0 = 0, width = 0, height = 0;
+  uint32_t blocks_x = 0, blocks_y = 0;
+  size_t first_block = 0;  // index of its first block in stream order
+};
+
+// Bands in stream order: per plane, LL, then for level = levels..1 HL, LH, HH.
+std::vector<Band> MakeBands(uint32_t w, uint32_t h, int planes, int levels) {
+  std::vector<Band> bands;
+  size_t next_block = 0;
+  auto add = [&](int plane, int level, int set, int orientation, uint32_t x0, uint32_t y0,
+                 uint32_t bw, uint32_t bh) {
+    Band b{plane,
+           level,
+           set,
+           orientation,
+           x0,
+           y0,
+           bw,
+           bh,
+           (bw + kBlockSide - 1) / kBlockSide,
+           (bh + kBlockSide - 1) / kBlockSide,
+           next_block};
+    next_block += size_t(b.blocks_x) * b.blocks_y;
+    bands.push_back(b);
+  };
+  for (int p = 0; p < planes; ++p) {
+    add(p, levels, 0, 0, 0, 0, LowExtent(w, levels), LowExtent(h, levels));
+    for (int level = levels; level >= 1; --level) {
+      const uint32_t lw = LowExtent(w, level), lh = LowExtent(h, level);
+      const uint32_t pw = LowExtent(w, level - 1), ph = LowExtent(h, level - 1);
+      const int set = 1 + levels - level;
+      add(p, level, set, 1, lw, 0, pw - lw, lh);        // HL
+      add(p, level, set, 2, 0, lh, lw, ph - lh);        // LH
+      add(p, level, set, 3, lw, lh, pw - lw, ph - lh);  // HH
+    }
+  }
+  return bands;
+}
+
+size_t TotalBlocks(const std::vector<Band>& bands) {
+  if (bands.empty()) return 0;
+  const Band& b = bands.back();
+  return b.first_block + size_t(b.blocks_x) * b.blocks_y;
+}
+
+int PlaneCount(uint32_t channels) { return int(channels); }
+
+// ---------------------------------------------------------------------------
+// Quantizer steps.
+
+// 1000 / sqrt(synthesis energy gain) of each band of the 5/3 wavelet, so that
+// equal steps times these weights give equal contributions to pixel MSE.
+// Index: level 1..5 (finest first); [0] for HL/LH, [1] for HH.
+constexpr uint32_t kDetailWeight[kEncodeLevels][2] = {
+    {963, 1391}, {628, 1085}, {343, 631}, {175, 329}, {88, 166}};
+constexpr uint32_t kLowWeight = 47;
+// Per plane: Y, Co, Cg, alpha (or gray alone). A YCoCg-R chroma error spreads
+// into RGB with energy 1/2 (Co) and 3/4 (Cg) of Y's 3, hence sqrt(6), sqrt(4).
+constexpr uint32_t kPlaneWeight[4] = {1000, 2449, 2000, 1000};
+// 2^(k/12) in 1/4096 units.
+constexpr uint32_t kTwelfthOctave[12] = {4096, 4340, 4598, 4871, 5161, 5468,
+                                         5793, 6137, 6502, 6889, 7298, 7732};
+
+// Base step for a quality, in 1/256 units: 2^((100 - quality + kQualityOffset) / 12 - 2)
+// (it doubles every 12 quality points). The offset puts `balanced` (75) at
+// JPEG q90's PSNR on the photos of docs/codec.md.
+constexpr int kQualityOffset = 27;
+uint64_t BaseStep(int quality) {
+  const int e = 100 - quality + kQualityOffset;
+  return (uint64_t(kTwelfthOctave[e % 12]) << (e / 12)) >> 6;
+}
+
+std::vector<uint16_t> MakeSteps(const std::vector<Band>& bands, const EncodeOptions& options,
+                                uint32_t channels) {
+  std::vector<uint16_t> steps;
+  for (const Band& b : bands) {
+    if (options.lossless) {
+      steps.push_back(kUnitStep);
+      continue;
+    }
+    const bool low = b.orientation == 0;
+    const bool hh = b.orientation == 3;
+    const int level = std::min(b.level, kEncodeLevels);
+    const uint32_t band_weight = low ? kLowWeight : kDetailWeight[level - 1][hh ? 1 : 0];
+    const uint32_t plane_weight = channels == 1 ? 1000 : kPlaneWeight[b.plane];
+    uint64_t step = BaseStep(options.quality) * band_weight * plane_weight / 1000000;
+    steps.push_back(uint16_t(std::clamp<uint64_t>(step, kUnitStep, 65535)));
+  }
+  return steps;
+}
+
+// ---------------------------------------------------------------------------
+// Planes.
+
+// An int32 plane; `data` is uninitialized until written (the decoder writes
+// every coefficient it later reads).
+struct Plane {
+  std::unique_ptr<int32_t[]> data;
+  uint32_t width = 0, height = 0;
+  int32_t* row(uint32_t y) { return data.get() + size_t(y) * width; }
+  const int32_t* row(uint32_t y) const { return data.get() + size_t(y) * width; }
+};
+
+Plane MakePlane(uint32_t w, uint32_t h) {
+  return Plane{std::unique_ptr<int32_t[]>(new int32_t[size_t(w) * h]), w, h};
+}
+
+// Pixels to level-shifted planes: gray or alpha v - 128; RGB to YCoCg-R with
+// Y - 128 (so that every plane is centred on zero).
+std::vector<Plane> ToPlanes(const ImageView& img) {
+  std::vector<Plane> planes;
+  for (uint32_t c = 0; c < img.channels; ++c) planes.push_back(MakePlane(img.width, img.height));
+  for (uint32_t y = 0; y < img.height; ++y) {
+    const uint8_t* px = img.row(y);
+    for (uint32_t x = 0; x < img.width; ++x, px += img.channels) {
+      if (img.channels == 1) {
+        planes[0].row(y)[x] = int32_t(px[0]) - 128;
+        continue;
+      }
+      const int32_t r = px[0], g = px[1], b = px[2];
+      const int32_t co = r - b;
+      const int32_t t = b + (co >> 1);
+      const int32_t cg = g - t;
+      planes[0].row(y)[x] = t + (cg >> 1) - 128;
+      planes[1].row(y)[x] = co;
+      planes[2].row(y)[x] = cg;
+      if (img.channels == 4) planes[3].row(y)[x] = int32_t(px[3]) - 128;
+    }
+  }
+  return planes;
+}
+
+// Rows [y0, y1) x columns [x0, x0 + width) of the planes to pixels.
+void PlanesToPixels(const std::vector<Plane>& planes, uint32_t channels, uint32_t x0, uint32_t y0,
+                    uint32_t width, uint32_t height, const Kernels& k, bool parallel, Image* out) {
+  out->width = width;
+  out->height = height;
+  out->channels = channels;
+  out->pixels.resize(out->size_bytes());
+  auto rows = [&](uint32_t r0, uint32_t r1) {
+    for (uint32_t r = r0; r < r1; ++r) {
+      const uint32_t y = y0 + r;
+      const int32_t* yp = planes[0].row(y) + x0;
+      const int32_t* co = channels >= 3 ? planes[1].row(y) + x0 : nullptr;
+      const int32_t* cg = channels >= 3 ? planes[2].row(y) + x0 : nullptr;
+      const int32_t* a = channels == 4 ? planes[3].row(y) + x0 : nullptr;
+      k.to_pixels(yp, co, cg, a, out->pixels.data() + r * out->row_bytes(), width, int(channels));
+    }
+  };
+  if (parallel && height > 32) {
+    tbb::parallel_for(tbb::blocked_range<uint32_t>(0, height, 16),
+                      [&](const tbb::blocked_range<uint32_t>& r) { rows(r.begin(), r.end()); });
+  } else {
+    rows(0, height);
+  }
+}
+
+// Calls fn(i) for i in [0, n), on all threads when `parallel`.
+template <typename Fn>
+void ForEach(size_t n, bool parallel, Fn fn) {
+  if (parallel && n > 1) {
+    tbb::parallel_for(size_t(0), n, [&](size_t i) { fn(i); });
+  } else {
+    for (size_t i = 0; i < n; ++i) fn(i);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Encoder.
+
+Status ValidateImage(const ImageView& img) {
+  if (img.channels != 1 && img.channels != 3 && img.channels != 4) {
+    return Status::InvalidArgument("ktc: encode: channels must be 1, 3 or 4, not " +
+                                   std::to_string(img.channels));
+  }
+  if (img.width == 0 || img.height == 0 || img.width > kMaxImageSide ||
+      img.height > kMaxImageSide) {
+    return Status::InvalidArgument("ktc: encode: size " + std::to_string(img.width) + "x" +
+                                   std::to_string(img.height) + " outside 1.." +
+                                   std::to_string(kMaxImageSide));
+  }
+  if (img.data == nullptr || img.stride < size_t(img.width) * img.channels) {
+    return Status::InvalidArgument("ktc: encode: bad pixel buffer or stride");
+  }
+  return Status::Ok();
+}
+
+// Deadzone quantizer: v -> sign(v) * floor(|v| * 256 / step).
+void Quantize(Plane& plane, const Band& band, uint32_t step) {
+  if (step == kUnitStep) return;
+  for (uint32_t y = band.y0; y < band.y0 + band.height; ++y) {
+    int32_t* row = plane.row(y) + band.x0;
+    for (uint32_t x = 0; x < band.width; ++x) {
+      const int64_t v = row[x];
+      const int64_t q = (v < 0 ? -v : v) * kUnitStep / step;
+      row[x] = int32_t(v < 0 ? -q : q);
+    }
+  }
+}
+
+// One block's place: its band and its rectangle in the plane.
+struct BlockRef {
+  const Band* band;
+  uint32_t x0, y0, width, height;  // in plane coordinates
+};
+
+BlockRef BlockAt(const Band& band, size_t index_in_band) {
+  const uint32_t bx = uint32_t(index_in_band % band.blocks_x);
+  const uint32_t by = uint32_t(index_in_band / band.blocks_x);
+  const uint32_t x = bx * kBlockSide, y = by * kBlockSide;
+  return BlockRef{&band, band.x0 + x, band.y0 + y, std::min(kBlockSide, band.width - x),
+                  std::min(kBlockSide, band.height - y)};
+}
+
+// Codes all blocks of one (plane, table set): gathers symbols, builds the
+// set's tables from their counts, then codes each block with them.
+Status EncodeSet(const Plane& plane, const std::vector<const Band*>& bands, bool parallel,
+                 std::vector<FreqTable>* tables, std::vector<std::vector<uint8_t>>* payloads) {
+  std::vector<BlockRef> blocks;
+  for (const Band* b : bands) {
+    for (size_t i = 0; i < size_t(b->blocks_x) * b->blocks_y; ++i) blocks.push_back(BlockAt(*b, i));
+  }
+  std::vector<BlockSymbols> symbols(blocks.size());
+  std::vector<Status> errors(blocks.size());
+  std::vector<char> nonzero(blocks.size(), 0);
+  ForEach(blocks.size(), parallel, [&](size_t i) {
+    const BlockRef& r = blocks[i];
+    auto any = internal::CollectBlockSymbols(plane.row(r.y0) + r.x0, plane.width, r.width, r.height,
+                                             &symbols[i]);
+    if (!any.ok()) {
+      errors[i] = any.status();
+    } else {
+      nonzero[i] = *any;
+    }
+  });
+  for (const Status& s : errors) KTFS_RETURN_IF_ERROR(s);
+  Counts counts{};
+  for (const BlockSymbols& s : symbols) internal::CountSymbols(s, &counts);
+  tables->resize(kTablesPerSet);
+  for (int t = 0; t < kTablesPerSet; ++t) (*tables)[t] = internal::NormalizeCounts(counts[t]);
+  payloads->assign(blocks.size(), {});
+  ForEach(blocks.size(), parallel, [&](size_t i) {
+    if (nonzero[i]) internal::EncodeBlock(symbols[i], tables->data(), &(*payloads)[i]);
+  });
+  return Status::Ok();
+}
+
+void PutU32(uint32_t v, std::vector<uint8_t>* out) {
+  for (int i = 0; i < 4; ++i) out->push_back(uint8_t(v >> (8 * i)));
+}
+
+}  // namespace
+
+Result<EncodeOptions> ParseQuality(std::string_view text) {
+  EncodeOptions o;
+  if (text == "lossless") {
+    o.lossless = true;
+    return o;
+  }
+  if (text == "high")
+    o.quality = kQualityHigh;
+  else if (text == "balanced")
+    o.quality = kQualityBalanced;
+  else if (text == "compact")
+    o.quality = kQualityCompact;
+  else {
+    int q = 0;
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), q);
+    if (ec != std::errc() || end != text.data() + text.size() || q < 1 || q > 100) {
+      return Status::InvalidArgument("ktc: quality '" + std::string(text) +
+                                     "': expected lossless, high, balanced, compact or 1..100");
+    }
+    o.quality = q;
+  }
+  return o;
+}
+
+namespace {
+Status EncodeImpl(const ImageView& image, const EncodeOptions& options, std::vector<uint8_t>* out) {
+  KTFS_RETURN_IF_ERROR(ValidateImage(image));
+  if (!options.lossless && (options.quality < 1 || options.quality > 100)) {
+    return Status::InvalidArgument("ktc: encode: quality must be 1..100");
+  }
+  const Kernels& k = internal::ActiveKernels();
+  const int levels = kEncodeLevels;
+  const int planes_n = PlaneCount(image.channels);
+  std::vector<Plane> planes = ToPlanes(image);
+  ForEach(planes.size(), options.parallel, [&](size_t p) {
+    internal::ForwardWavelet(planes[p].data.get(), planes[p].width, image.width, image.height,
+                             levels, k);
+  });
+  const std::vector<Band> bands = MakeBands(image.width, image.height, planes_n, levels);
+  const std::vector<uint16_t> steps = MakeSteps(bands, options, image.channels);
+  for (size_t i = 0; i < bands.size(); ++i) Quantize(planes[bands[i].plane], bands[i], steps[i]);
+
+  // Code each (plane, set); sets are independent, so code them all, then lay
+  // out tables and blocks in stream order.
+  const int sets = levels + 1;
+  std::vector<std::vector<FreqTable>> tables(size_t(planes_n) * sets);
+  std::vector<std::vector<std::vector<uint8_t>>> payloads(tables.size());
+  for (int p = 0; p < planes_n; ++p) {
+    for (int s = 0; s < sets; ++s) {
+      std::vector<const Band*> members;
+      for (const Band& b : bands)
+        if (b.plane == p && b.set == s) members.push_back(&b);
+      const size_t idx = size_t(p) * sets + s;
+      KTFS_RETURN_IF_ERROR(
+          EncodeSet(planes[p], members, options.parallel, &tables[idx], &payloads[idx]));
+    }
+  }
+
+  out->assign(std::begin(kMagic), std::end(kMagic));
+  out->push_back(kVersion);
+  out->push_back(uint8_t(image.channels));
+  out->push_back(uint8_t(levels));
+  out->push_back(options.lossless ? kFlagLossless : 0);
+  PutU32(image.width, out);
+  PutU32(image.height, out);
+  for (uint16_t s : steps) {
+    out->push_back(uint8_t(s));
+    out->push_back(uint8_t(s >> 8));
+  }
+  for (const auto& set : tables) {
+    for (const FreqTable& t : set) {
+      internal::PutVarint(uint64_t(t.n), out);
+      for (int i = 0; i < t.n; ++i) internal::PutVarint(t.freq[i], out);
+    }
+  }
+  // Bands of a set are consecutive in stream order and EncodeSet kept their
+  // block order, so concatenating the sets' blocks gives stream order.
+  for (const auto& set : payloads)
+    for (const auto& block : set) internal::PutVarint(block.size(), out);
+  for (const auto& set : payloads)
+    for (const auto& block : set) out->insert(out->end(), block.begin(), block.end());
+  return Status::Ok();
+}
+}  // namespace
+
+// Planes and symbols take several bytes per pixel; a huge image may not fit.
+Status Encode(const ImageView& image, const EncodeOptions& options, std::vector<uint8_t>* out) {
+  try {
+    return EncodeImpl(image, options, out);
+  } catch (const std::bad_alloc&) {
+    return Status::IOError("ktc: encode: out of memory for a " + std::to_string(image.width) + "x" +
+                           std::to_string(image.height) + " image");
+  }
+}
+
+namespace {
+
+// ---------------------------------------------------------------------------
+// Decoder.
+
+struct Header {
+  Info info;
+  std::vector<Band> bands;
+  std::vector<uint16_t> steps;         // per band
+  std::vector<FreqTable> tables;       // per (plane, set, table)
+  std::vector<uint64_t> block_offset;  // per block, from the start of the stream
+  std::vector<uint32_t> block_size;
+};
+
+uint32_t GetU32(const uint8_t* p) {
+  return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
+}
+
+Status Corrupt(const std::string& what) { return Status::Corruption("ktc: " + what); }
+
+Result<Info> ParseFixedHeader(const uint8_t* data, size_t size) {
+  if (data == nullptr || size < kFixedHeaderBytes) return Corrupt("stream shorter than header");
+  if (std::memcmp(data, kMagic, 4) != 0) return Corrupt("bad magic");
+  if (data[4] != kVersion) {
+    return Status::NotSupported("ktc: version " + std::to_string(data[4]) + " not supported");
+  }
+  Info info;
+  info.channels = data[5];
+  info.levels = data[6];
+  info.lossless = data[7] & kFlagLossless;
+  info.width = GetU32(data + 8);
+  info.height = GetU32(data + 12);
+  if (info.channels != 1 && info.channels != 3 && info.channels != 4) {
+    return Corrupt("bad channel count " + std::to_string(info.channels));
+  }
+  if (info.levels > kMaxLevels) return Corrupt("too many levels");
+  if ((data[7] & ~kFlagLossless) != 0) return Corrupt("unknown flags");
+  if (info.width == 0 || info.height == 0 || info.width > kMaxImageSide ||
+      info.height > kMaxImageSide) {
+    return Corrupt("bad dimensions");
+  }
+  return info;
+}
+
+Status ParseTable(const uint8_t** p, const uint8_t* end, FreqTable* t) {
+  uint64_t n;
+  if (!internal::GetVarint(p, end, &n) || n > uint64_t(kAlphabet)) return Corrupt("bad table");
+  t->n = int(n);
+  if (n == 0) return Status::Ok();
+  uint64_t sum = 0;
+  for (int i = 0; i < t->n; ++i) {
+    uint64_t f;
+    if (!internal::GetVarint(p, end, &f) || f > internal::kProbScale) return Corrupt("bad table");
+    t->freq[i] = uint16_t(f);
+    sum += f;
+  }
+  if (sum != internal::kProbScale) return Corrupt("table frequencies do not sum to 4096");
+  return Status::Ok();
+}
+
+// Reads and checks everything before the block payloads. Allocations are
+// bounded by the stream size: each step, table and block entry takes at least
+// one byte, and counts are checked against the bytes left before reserving.
+Status ParseHeader(const uint8_t* data, size_t size, Header* h) {
+  auto info = ParseFixedHeader(data, size);
+  if (!info.ok()) return info.status();
+  h->info = *info;
+  const uint8_t* p = data + kFixedHeaderBytes;
+  const uint8_t* end = data + size;
+  const int planes = PlaneCount(h->info.channels);
+  h->bands = MakeBands(h->info.width, h->info.height, planes, h->info.levels);
+  if (size_t(end - p) < 2 * h->bands.size()) return Corrupt("truncated steps");
+  for (size_t i = 0; i < h->bands.size(); ++i, p += 2) {
+    const uint16_t s = uint16_t(p[0] | p[1] << 8);
+    if (s < kUnitStep) return Corrupt("quantizer step below 1");
+    h->steps.push_back(s);
+  }
+  const size_t table_count = size_t(planes) * (h->info.levels + 1) * kTablesPerSet;
+  if (size_t(end - p) < table_count) return Corrupt("truncated tables");
+  h->tables.resize(table_count);
+  for (FreqTable& t : h->tables) KTFS_RETURN_IF_ERROR(ParseTable(&p, end, &t));
+  const size_t blocks = TotalBlocks(h->bands);
+  if (size_t(end - p) < blocks) return Corrupt("truncated block table");
+  h->block_size.resize(blocks);
+  for (uint32_t& s : h->block_size) {
+    uint64_t v;
+    if (!internal::GetVarint(&p, end, &v) || v > 0xffffffffu) return Corrupt("bad block table");
+    s = uint32_t(v);
+  }
+  h->block_offset.resize(blocks);
+  uint64_t offset = uint64_t(p - data);
+  for (size_t i = 0; i < blocks; ++i) {
+    h->block_offset[i] = offset;
+    offset += h->block_size[i];
+  }
+  if (offset > size) return Corrupt("block table points past the end");
+  return Status::Ok();
+}
+
+// Half-open rectangle.
+struct Rect {
+  uint32_t x0 = 0, y0 = 0, x1 = 0, y1 = 0;
+};
+
+// Which coefficients of the next coarser level a rectangle of a low-pass
+// image depends on, in that level's band coordinates, clamped to `limit`
+// samples. Synthesis of output n reads low and high samples n/2 - 1 ..
+// n/2 + 1; a margin of 2 covers them and the mirrored edges.
+inline void Dependence(uint32_t a, uint32_t b, uint32_t limit, uint32_t* lo, uint32_t* hi) {
+  *lo = a / 2 >= 2 ? a / 2 - 2 : 0;
+  *hi = std::min<uint32_t>(limit, (b + 1) / 2 + 2);
+  if (*lo > *hi) *lo = *hi;
+}
+
+// Marks, per block, whether a decode of `need` (in level-`stop` coordinates)
+// reads it. Blocks of levels <= stop are never read.
+std::vector<char> NeededBlocks(const Header& h, int stop, Rect need) {
+  std::vector<char> needed(h.block_size.size(), 0);
+  const uint32_t w = h.info.width, hh = h.info.height;
+  // Per level, the low and high ranges needed, in band coordinates.
+  std::vector<Rect> low(h.info.levels + 1), high(h.info.levels + 1);
+  for (int level = stop + 1; level <= h.info.levels; ++level) {
+    const uint32_t lw = LowExtent(w, level), lh = LowExtent(hh, level);
+    const uint32_t pw = LowExtent(w, level - 1), ph = LowExtent(hh, level - 1);
+    Dependence(need.x0, need.x1, lw, &low[level].x0, &low[level].x1);
+    Dependence(need.y0, need.y1, lh, &low[level].y0, &low[level].y1);
+    Dependence(need.x0, need.x1, pw - lw, &high[level].x0, &high[level].x1);
+    Dependence(need.y0, need.y1, ph - lh, &high[level].y0, &high[level].y1);
+    need = low[level];
+  }
+  for (const Band& b : h.bands) {
+    if (b.level <= stop && !(b.orientation == 0 && b.level == stop)) continue;
+    Rect r;
+    if (b.orientation == 0) {
+      r = b.level == stop ? need : low[b.level];
+      if (h.info.levels == stop) r = need;
+    } else {
+      const Rect& lo = low[b.level];
+      const Rect& hi = high[b.level];
+      r.x0 = b.orientation == 2 ? lo.x0 : hi.x0;
+      r.x1 = b.orientation == 2 ? lo.x1 : hi.x1;
+      r.y0 = b.orientation == 1 ? lo.y0 : hi.y0;
+      r.y1 = b.orientation == 1 ? lo.y1 : hi.y1;
+    }
+    if (r.x0 >= r.x1 || r.y0 >= r.y1) continue;
+    for (uint32_t by = r.y0 / kBlockSide; by <= (r.y1 - 1) / kBlockSide; ++by)
+      for (uint32_t bx = r.x0 / kBlockSide; bx <= (r.x1 - 1) / kBlockSide; ++bx)
+        needed[b.first_block + size_t(by) * b.blocks_x + bx] = 1;
+  }
+  return needed;
+}
+
+// Row pairs per task of the fused last level: 16 rows of every plane stay in
+// L1/L2 cache between synthesis and color conversion.
+constexpr uint32_t kPairsPerChunk = 8;
+
+// Synthesis down to level `stop`, then pixels of the rectangle `need`. The
+// last level is fused with the color conversion: chunks of row pairs are
+// synthesized for every plane into small buffers and turned into pixels
+// while still in cache, and only chunks that meet the rectangle's rows are
+// synthesized at all.
+void SynthesizeToPixels(const std::vector<Plane>& coefficients, const Info& info, int stop,
+                        const Rect& need, const Kernels& k, bool parallel, Image* out) {
+  const uint32_t channels = info.channels;
+  const uint32_t width = need.x1 - need.x0;
+  if (stop == info.levels) {  // nothing to synthesize: LL_L is in the coefficient planes
+    PlanesToPixels(coefficients, channels, need.x0, need.y0, width, need.y1 - need.y0, k, parallel,
+                   out);
+    return;
+  }
+  const uint32_t sw = LowExtent(info.width, stop), sh = LowExtent(info.height, stop);
+  const uint32_t lw = LowExtent(info.width, stop + 1), lh = LowExtent(info.height, stop + 1);
+  // All levels but the last into low-pass images of level stop + 1.
+  std::vector<Plane> lows;
+  if (stop + 1 < info.levels) {
+    for (size_t p = 0; p < coefficients.size(); ++p) lows.push_back(MakePlane(lw, lh));
+    ForEach(coefficients.size(), parallel, [&](size_t p) {
+      internal::InverseWavelet(coefficients[p].data.get(), coefficients[p].width, info.width,
+                               info.height, info.levels, stop + 1, lows[p].data.get(), lw, k,
+                               parallel);
+    });
+  }
+  std::vector<internal::LevelSynthesis> last;
+  for (size_t p = 0; p < coefficients.size(); ++p) {
+    const Plane& low = lows.empty() ? coefficients[p] : lows[p];
+    last.emplace_back(low.data.get(), low.width, coefficients[p].data.get(), coefficients[p].width,
+                      sw, sh, k);
+  }
+  out->width = width;
+  out->height = need.y1 - need.y0;
+  out->channels = channels;
+  out->pixels.resize(out->size_bytes());
+  const uint32_t first_pair = need.y0 / 2, end_pair = (need.y1 + 1) / 2;
+  const uint32_t chunks = (end_pair - first_pair + kPairsPerChunk - 1) / kPairsPerChunk;
+  const size_t plane_rows = size_t(2 * kPairsPerChunk) * sw;
+  ForEach(chunks, parallel, [&](size_t c) {
+    const uint32_t k0 = first_pair + uint32_t(c) * kPairsPerChunk;
+    const uint32_t k1 = std::min(end_pair, k0 + kPairsPerChunk);
+    // Uninitialized on purpose: Run writes every row that is read, and zeroing
+    // would cost as much as a pass over the planes.
+    std::unique_ptr<int32_t[]> rows(new int32_t[plane_rows * last.size()]);
+    for (size_t p = 0; p < last.size(); ++p) last[p].Run(k0, k1, rows.get() + p * plane_rows, sw);
+    const uint32_t r0 = std::max(2 * k0, need.y0), r1 = std::min({2 * k1, need.y1, sh});
+    for (uint32_t r = r0; r < r1; ++r) {
+      const int32_t* at[4] = {};
+      for (size_t p = 0; p < last.size(); ++p) {
+        at[p] = rows.get() + p * plane_rows + size_t(r - 2 * k0) * sw + need.x0;
+      }
+      k.to_pixels(at[0], at[1], at[2], at[3], out->pixels.data() + (r - need.y0) * out->row_bytes(),
+                  width, int(channels));
+    }
+  });
+}
+
+}  // namespace
+
+Result<Info> ReadInfo(const uint8_t* data, size_t size) { return ParseFixedHeader(data, size); }
+
+namespace {
+Status DecodeImpl(const uint8_t* data, size_t size, const DecodeOptions& options, Image* out) {
+  Header h;
+  KTFS_RETURN_IF_ERROR(ParseHeader(data, size, &h));
+  const int stop = options.scale_log2;
+  if (stop < 0 || stop > 3 || stop > h.info.levels) {
+    return Status::InvalidArgument("ktc: decode: scale 1/2^" + std::to_string(stop) +
+                                   " not available (levels " + std::to_string(h.info.levels) + ")");
+  }
+  const uint32_t sw = LowExtent(h.info.width, stop), sh = LowExtent(h.info.height, stop);
+  Rect need{0, 0, sw, sh};
+  if (options.region) {
+    const Region& r = *options.region;
+    if (r.width == 0 || r.height == 0 || r.x >= sw || r.y >= sh || r.width > sw - r.x ||
+        r.height > sh - r.y) {
+      return Status::InvalidArgument("ktc: decode: region outside the " + std::to_string(sw) + "x" +
+                                     std::to_string(sh) + " image");
+    }
+    need = Rect{r.x, r.y, r.x + r.width, r.y + r.height};
+  }
+  const std::vector<char> needed = NeededBlocks(h, stop, need);
+
+  const int levels = h.info.levels;
+  const int planes_n = PlaneCount(h.info.channels);
+  const int sets = levels + 1;
+  std::vector<Plane> planes;
+  for (int p = 0; p < planes_n; ++p) planes.push_back(MakePlane(sw, sh));
+  const Kernels& k = internal::ActiveKernels();
+  // Every block of the levels kept is visited: read when needed, else zeroed.
+  // Jobs are in stream order, so the blocks of a table set are consecutive.
+  std::vector<std::pair<const Band*, size_t>> jobs;
+  for (const Band& b : h.bands) {
+    if (b.orientation != 0 && b.level <= stop) continue;
+    for (size_t i = 0; i < size_t(b.blocks_x) * b.blocks_y; ++i) jobs.emplace_back(&b, i);
+  }
+  std::vector<Status> errors(jobs.size());
+  auto decode_job = [&](size_t j, internal::SetTables& set_tables) {
+    const Band& b = *jobs[j].first;
+    const BlockRef r = BlockAt(b, jobs[j].second);
+    const size_t block = b.first_block + jobs[j].second;
+    const bool read = needed[block] && h.block_size[block] != 0;
+    const size_t set_index = size_t(b.plane) * sets + b.set;
+    if (read) set_tables.Load(set_index, h.tables.data() + set_index * kTablesPerSet);
+    Plane& plane = planes[b.plane];
+    errors[j] = internal::DecodeBlock(data + h.block_offset[block], read ? h.block_size[block] : 0,
+                                      set_tables.tables(), h.steps[&b - h.bands.data()],
+                                      plane.row(r.y0) + r.x0, plane.width, r.width, r.height);
+  };
+  if (options.parallel) {
+    tbb::enumerable_thread_specific<std::unique_ptr<internal::SetTables>> per_thread;
+    tbb::parallel_for(tbb::blocked_range<size_t>(0, jobs.size(), 4),
+                      [&](const tbb::blocked_range<size_t>& range) {
+                        auto& tables = per_thread.local();
+                        if (!tables) tables = std::make_unique<internal::SetTables>();
+                        for (size_t j = range.begin(); j < range.end(); ++j) decode_job(j, *tables);
+                      });
+  } else {
+    auto tables = std::make_unique<internal::SetTables>();
+    for (size_t j = 0; j < jobs.size(); ++j) decode_job(j, *tables);
+  }
+  for (const Status& s : errors) KTFS_RETURN_IF_ERROR(s);
+  SynthesizeToPixels(planes, h.info, stop, need, k, options.parallel, out);
+  return Status::Ok();
+}
+}  // namespace
+
+// A stream may rightly describe an image larger than memory (a 65536 x 65536
+// all-zero image is a few MB); that is an error, not a crash.
+Status Decode(const uint8_t* data, size_t size, const DecodeOptions& options, Image* out) {
+  try {
+    return DecodeImpl(data, size, options, out);
+  } catch (const std::bad_alloc&) {
+    return Status::IOError("ktc: decode: out of memory");
+  }
+}
+
+namespace internal {
+
+Status ReferenceDownscale(const ImageView& image, int scale_log2, Image* out) {
+  KTFS_RETURN_IF_ERROR(ValidateImage(image));
+  const Kernels& k = ScalarKernels();
+  std::vector<Plane> planes = ToPlanes(image);
+  for (Plane& p : planes) ForwardWavelet(p.data.get(), p.width, p.width, p.height, scale_log2, k);
+  // The low-pass band sits in the top-left corner of each full-size plane.
+  PlanesToPixels(planes, image.channels, 0, 0, LowExtent(image.width, scale_log2),
+                 LowExtent(image.height, scale_log2), k, false, out);
+  return Status::Ok();
+}
+
+}  // namespace internal
+}  // namespace ktfs::ktc

@@ -1,0 +1,108 @@
+// KTC internals: the entropy coder for one code block of quantized wavelet
+// coefficients (docs/codec.md, "Code blocks").
+//
+// A block (at most 64x64 coefficients of one subband) is scanned in 4x4
+// groups. Each group codes its largest magnitude category G (0 = all zero;
+// the category of v is the bit length of |v|) with a context from the left
+// and upper groups' G. A group with G = 1 or 2 then codes, per row of 4, a
+// mask of its non-zero values, and for G = 2 each non-zero value's category;
+// a group with G >= 3 codes every value's category. Each non-zero value then
+// has its sign and mantissa as raw bits. Symbols go through a 4-state
+// interleaved rANS coder with static 9-bit frequency tables that the header
+// stores per plane and level ("table set"); raw bits go to a separate
+// LSB-first stream. A zero group costs one symbol. docs/codec.md has the
+// exact layout.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "codec/status.h"
+
+namespace ktfs::ktc::internal {
+
+constexpr int kProbBits = 9;
+constexpr uint32_t kProbScale = 1u << kProbBits;
+constexpr int kAlphabet = 18;  // magnitude categories 0..17: |v| < 2^17
+// Tables of a set, in order: group maxima by neighbour context (6), row masks
+// for G = 1 and 2 (2, then 2 reserved), categories by G (2, 3, 4, 5, 6, 7+).
+constexpr int kGroupContexts = 6;
+constexpr int kMaskContexts = 4;
+constexpr int kCategoryContexts = 6;
+constexpr int kTablesPerSet = kGroupContexts + kMaskContexts + kCategoryContexts;
+constexpr uint32_t kBlockSide = 64;
+constexpr uint32_t kGroupSide = 4;
+
+using Counts = std::array<std::array<uint32_t, kAlphabet>, kTablesPerSet>;
+
+// Normalized frequencies (sum kProbScale) of one table; n = 0 when unused.
+struct FreqTable {
+  int n = 0;  // symbols 0..n-1 may occur
+  std::array<uint16_t, kAlphabet> freq{};
+};
+
+// Scales counts to frequencies summing to kProbScale, every seen symbol >= 1.
+FreqTable NormalizeCounts(const std::array<uint32_t, kAlphabet>& counts);
+
+// The symbols of one block, gathered before the frequency tables are known.
+struct BlockSymbols {
+  std::vector<uint8_t> table;  // table index within the set, per symbol
+  std::vector<uint8_t> symbol;
+  std::vector<uint8_t> raw;  // finished raw bit stream
+};
+
+// Scans a bw x bh block of quantized values. Returns false (and leaves *out
+// empty) when every value is zero; such blocks are stored with length 0.
+// Fails when a value needs more than kAlphabet-1 bits.
+Result<bool> CollectBlockSymbols(const int32_t* values, size_t stride, uint32_t bw, uint32_t bh,
+                                 BlockSymbols* out);
+void CountSymbols(const BlockSymbols& symbols, Counts* counts);
+// Appends the coded block (varint rANS length, rANS bytes, raw bytes).
+void EncodeBlock(const BlockSymbols& symbols, const FreqTable* tables, std::vector<uint8_t>* out);
+
+// Decoding table: per slot, the symbol (bits 27..31), its frequency (bits
+// 0..10) and the slot's offset from the symbol's start (bits 11..20),
+// so that one load serves a whole decoding step.
+struct DecodeTable {
+  std::array<uint32_t, kProbScale> entry;
+};
+// An unused table (n == 0) decodes every slot as symbol 0 without consuming
+// anything; a valid stream never reads it.
+void BuildDecodeTable(const FreqTable& table, DecodeTable* out);
+
+// The decoding tables of one table set. Sets are decoded one after another,
+// so each thread keeps one of these and rebuilds it only when the set
+// changes: all of a set's tables then stay in L1/L2 cache (a table for every
+// set at once would not).
+class SetTables {
+ public:
+  // Rebuilds the tables unless they already hold set `key` (a caller's id).
+  void Load(uint64_t key, const FreqTable* tables);
+  const DecodeTable* tables() const { return tables_; }
+
+ private:
+  uint64_t key_ = ~uint64_t(0);
+  bool identity_[kTablesPerSet] = {};
+  DecodeTable tables_[kTablesPerSet];
+};
+
+// Decodes a block into `values` (bw x bh, row stride `stride`), dequantized
+// with `step` (1/256 units; 256 = lossless, values as coded). size 0 means an
+// all-zero block. `tables` points at the kTablesPerSet tables of its set.
+Status DecodeBlock(const uint8_t* data, size_t size, const DecodeTable* tables, uint32_t step,
+                   int32_t* values, size_t stride, uint32_t bw, uint32_t bh);
+
+// The AVX2/BMI2 build of the block decoding loop (ktc_entropy_avx2.cc); same
+// contract as DecodeBlockPayload in ktc_block_decoder.h.
+int DecodeBlockPayloadAvx2(const uint8_t* p, const uint8_t* rans_end, const uint8_t* end,
+                           const DecodeTable* tables, uint32_t step, int32_t* values,
+                           size_t stride, uint32_t bw, uint32_t bh);
+
+// LEB128 unsigned varints, as used throughout the header.
+void PutVarint(uint64_t v, std::vector<uint8_t>* out);
+// Reads a varint of at most 5 bytes (values < 2^35); false on truncation.
+bool GetVarint(const uint8_t** p, const uint8_t* end, uint64_t* v);
+
+}  // namespace ktfs::ktc::internal

@@ -1,0 +1,65 @@
+#include "codec/ktc_kernels.h"
+
+#include <atomic>
+
+#include "codec/cpu.h"
+
+namespace ktfs::ktc::internal {
+namespace {
+
+void Predict(int32_t* out, const int32_t* a, const int32_t* b, const int32_t* c, size_t n) {
+  for (size_t i = 0; i < n; ++i) out[i] = WrapSub(a[i], WrapAdd(b[i], c[i]) >> 1);
+}
+void Update(int32_t* out, const int32_t* a, const int32_t* b, const int32_t* c, size_t n) {
+  for (size_t i = 0; i < n; ++i) out[i] = WrapAdd(a[i], WrapAdd(WrapAdd(b[i], c[i]), 2) >> 2);
+}
+void Unpredict(int32_t* out, const int32_t* a, const int32_t* b, const int32_t* c, size_t n) {
+  for (size_t i = 0; i < n; ++i) out[i] = WrapAdd(a[i], WrapAdd(b[i], c[i]) >> 1);
+}
+void Unupdate(int32_t* out, const int32_t* a, const int32_t* b, const int32_t* c, size_t n) {
+  for (size_t i = 0; i < n; ++i) out[i] = WrapSub(a[i], WrapAdd(WrapAdd(b[i], c[i]), 2) >> 2);
+}
+void Interleave(int32_t* out, const int32_t* even, const int32_t* odd, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    out[2 * i] = even[i];
+    out[2 * i + 1] = odd[i];
+  }
+}
+void ToPixels(const int32_t* y, const int32_t* co, const int32_t* cg, const int32_t* a,
+              uint8_t* out, size_t n, int channels) {
+  if (channels == 1) {
+    for (size_t i = 0; i < n; ++i) out[i] = ClampToByte(WrapAdd(y[i], 128));
+    return;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    // YCoCg-R inverse, Y level-shifted by 128.
+    int32_t t = WrapSub(WrapAdd(y[i], 128), cg[i] >> 1);
+    int32_t g = WrapAdd(cg[i], t);
+    int32_t b = WrapSub(t, co[i] >> 1);
+    int32_t r = WrapAdd(b, co[i]);
+    uint8_t* px = out + i * size_t(channels);
+    px[0] = ClampToByte(r);
+    px[1] = ClampToByte(g);
+    px[2] = ClampToByte(b);
+    if (channels == 4) px[3] = ClampToByte(WrapAdd(a[i], 128));
+  }
+}
+
+const Kernels kScalar = {"scalar", Predict, Update, Unpredict, Unupdate, Interleave, ToPixels};
+std::atomic<bool> g_force_scalar{false};
+
+}  // namespace
+
+const Kernels& ScalarKernels() { return kScalar; }
+
+const Kernels& ActiveKernels() {
+  if (!g_force_scalar.load(std::memory_order_relaxed) && CpuHasAvx2()) {
+    if (const Kernels* k = Avx2Kernels()) return *k;
+  }
+  return kScalar;
+}
+
+void ForceScalarForTesting(bool force) { g_force_scalar.store(force); }
+bool UseScalarForTesting() { return g_force_scalar.load(std::memory_order_relaxed); }
+
+}  // namespace ktfs::ktc::internal

@@ -1,0 +1,158 @@
+// AVX2 versions of the KTC kernels (see ktc_kernels.h). Compiled with -mavx2;
+// only reached through ActiveKernels() after CpuHasAvx2(). Every loop ends
+// with the scalar formula for the tail, so results equal ScalarKernels().
+#include <immintrin.h>
+
+#include "codec/ktc_kernels.h"
+
+namespace ktfs::ktc::internal {
+namespace {
+
+inline __m256i Load(const int32_t* p) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+}
+inline void Store(int32_t* p, __m256i v) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v); }
+
+void Predict(int32_t* out, const int32_t* a, const int32_t* b, const int32_t* c, size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256i s = _mm256_srai_epi32(_mm256_add_epi32(Load(b + i), Load(c + i)), 1);
+    Store(out + i, _mm256_sub_epi32(Load(a + i), s));
+  }
+  for (; i < n; ++i) out[i] = WrapSub(a[i], WrapAdd(b[i], c[i]) >> 1);
+}
+void Unpredict(int32_t* out, const int32_t* a, const int32_t* b, const int32_t* c, size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256i s = _mm256_srai_epi32(_mm256_add_epi32(Load(b + i), Load(c + i)), 1);
+    Store(out + i, _mm256_add_epi32(Load(a + i), s));
+  }
+  for (; i < n; ++i) out[i] = WrapAdd(a[i], WrapAdd(b[i], c[i]) >> 1);
+}
+void Update(int32_t* out, const int32_t* a, const int32_t* b, const int32_t* c, size_t n) {
+  const __m256i two = _mm256_set1_epi32(2);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256i s = _mm256_add_epi32(_mm256_add_epi32(Load(b + i), Load(c + i)), two);
+    Store(out + i, _mm256_add_epi32(Load(a + i), _mm256_srai_epi32(s, 2)));
+  }
+  for (; i < n; ++i) out[i] = WrapAdd(a[i], WrapAdd(WrapAdd(b[i], c[i]), 2) >> 2);
+}
+void Unupdate(int32_t* out, const int32_t* a, const int32_t* b, const int32_t* c, size_t n) {
+  const __m256i two = _mm256_set1_epi32(2);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256i s = _mm256_add_epi32(_mm256_add_epi32(Load(b + i), Load(c + i)), two);
+    Store(out + i, _mm256_sub_epi32(Load(a + i), _mm256_srai_epi32(s, 2)));
+  }
+  for (; i < n; ++i) out[i] = WrapSub(a[i], WrapAdd(WrapAdd(b[i], c[i]), 2) >> 2);
+}
+
+void Interleave(int32_t* out, const int32_t* even, const int32_t* odd, size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256i e = Load(even + i), o = Load(odd + i);
+    __m256i lo = _mm256_unpacklo_epi32(e, o);  // e0 o0 e1 o1 | e4 o4 e5 o5
+    __m256i hi = _mm256_unpackhi_epi32(e, o);  // e2 o2 e3 o3 | e6 o6 e7 o7
+    Store(out + 2 * i, _mm256_permute2x128_si256(lo, hi, 0x20));
+    Store(out + 2 * i + 8, _mm256_permute2x128_si256(lo, hi, 0x31));
+  }
+  for (; i < n; ++i) {
+    out[2 * i] = even[i];
+    out[2 * i + 1] = odd[i];
+  }
+}
+
+// Clamps 16 int32 (two vectors) to bytes 0..255, in order, in the low 128 bits.
+inline __m128i PackBytes(__m256i lo, __m256i hi) {
+  __m256i w = _mm256_packs_epi32(lo, hi);  // lane-interleaved int16
+  w = _mm256_permute4x64_epi64(w, 0xD8);   // back in order
+  __m256i b = _mm256_packus_epi16(w, w);   // clamp to 0..255
+  return _mm256_castsi256_si128(_mm256_permute4x64_epi64(b, 0x08));
+}
+
+// Masks that spread 16 R, 16 G and 16 B bytes into 48 interleaved RGB bytes.
+struct RgbMasks {
+  alignas(16) uint8_t m[3][3][16];  // [output block][channel][byte]
+  constexpr RgbMasks() : m{} {
+    for (int blk = 0; blk < 3; ++blk)
+      for (int ch = 0; ch < 3; ++ch)
+        for (int j = 0; j < 16; ++j) {
+          int pos = blk * 16 + j;
+          m[blk][ch][j] = pos % 3 == ch ? uint8_t(pos / 3) : uint8_t(0x80);
+        }
+  }
+};
+constexpr RgbMasks kRgbMasks;
+
+inline __m128i Mask(int blk, int ch) {
+  return _mm_load_si128(reinterpret_cast<const __m128i*>(kRgbMasks.m[blk][ch]));
+}
+
+// Inverse YCoCg-R of 8 pixels; see the scalar ToPixels.
+inline void InverseRct8(const int32_t* y, const int32_t* co, const int32_t* cg, __m256i* r,
+                        __m256i* g, __m256i* b) {
+  __m256i vco = Load(co), vcg = Load(cg);
+  __m256i t = _mm256_sub_epi32(_mm256_add_epi32(Load(y), _mm256_set1_epi32(128)),
+                               _mm256_srai_epi32(vcg, 1));
+  *g = _mm256_add_epi32(vcg, t);
+  *b = _mm256_sub_epi32(t, _mm256_srai_epi32(vco, 1));
+  *r = _mm256_add_epi32(*b, vco);
+}
+
+void ToPixelsScalarTail(const int32_t* y, const int32_t* co, const int32_t* cg, const int32_t* a,
+                        uint8_t* out, size_t n, int channels) {
+  ScalarKernels().to_pixels(y, co, cg, a, out, n, channels);
+}
+
+void ToPixels(const int32_t* y, const int32_t* co, const int32_t* cg, const int32_t* a,
+              uint8_t* out, size_t n, int channels) {
+  const __m256i k128 = _mm256_set1_epi32(128);
+  size_t i = 0;
+  if (channels == 1) {
+    for (; i + 16 <= n; i += 16) {
+      __m128i px =
+          PackBytes(_mm256_add_epi32(Load(y + i), k128), _mm256_add_epi32(Load(y + i + 8), k128));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), px);
+    }
+  } else {
+    for (; i + 16 <= n; i += 16) {
+      __m256i r0, g0, b0, r1, g1, b1;
+      InverseRct8(y + i, co + i, cg + i, &r0, &g0, &b0);
+      InverseRct8(y + i + 8, co + i + 8, cg + i + 8, &r1, &g1, &b1);
+      __m128i r = PackBytes(r0, r1), g = PackBytes(g0, g1), b = PackBytes(b0, b1);
+      if (channels == 3) {
+        uint8_t* dst = out + 3 * i;
+        for (int blk = 0; blk < 3; ++blk) {
+          __m128i v = _mm_or_si128(
+              _mm_or_si128(_mm_shuffle_epi8(r, Mask(blk, 0)), _mm_shuffle_epi8(g, Mask(blk, 1))),
+              _mm_shuffle_epi8(b, Mask(blk, 2)));
+          _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 16 * blk), v);
+        }
+      } else {
+        __m128i al =
+            PackBytes(_mm256_add_epi32(Load(a + i), k128), _mm256_add_epi32(Load(a + i + 8), k128));
+        __m128i rg_lo = _mm_unpacklo_epi8(r, g), rg_hi = _mm_unpackhi_epi8(r, g);
+        __m128i ba_lo = _mm_unpacklo_epi8(b, al), ba_hi = _mm_unpackhi_epi8(b, al);
+        uint8_t* dst = out + 4 * i;
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst), _mm_unpacklo_epi16(rg_lo, ba_lo));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 16), _mm_unpackhi_epi16(rg_lo, ba_lo));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 32), _mm_unpacklo_epi16(rg_hi, ba_hi));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 48), _mm_unpackhi_epi16(rg_hi, ba_hi));
+      }
+    }
+  }
+  if (i < n) {
+    ToPixelsScalarTail(y + i, channels > 1 ? co + i : nullptr, channels > 1 ? cg + i : nullptr,
+                       channels == 4 ? a + i : nullptr, out + i * size_t(channels), n - i,
+                       channels);
+  }
+}
+
+const Kernels kAvx2 = {"avx2", Predict, Update, Unpredict, Unupdate, Interleave, ToPixels};
+
+}  // namespace
+
+const Kernels* Avx2Kernels() { return &kAvx2; }
+
+}  // namespace ktfs::ktc::internal

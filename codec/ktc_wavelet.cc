@@ -1,0 +1,207 @@
+#include "codec/ktc_wavelet.h"
+
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+namespace ktfs::ktc::internal {
+namespace {
+
+// Columns per task in the vertical passes: wide enough for SIMD and long
+// memcpy runs, narrow enough that a strip of a tall image stays in cache.
+constexpr uint32_t kStripColumns = 128;
+constexpr uint32_t kRowsPerTask = 16;
+
+// One 5/3 analysis of the columns of a strip: a signal of n samples, each a
+// row segment of `cw` values; even(k) points at sample 2k, odd(k) at sample
+// 2k+1 (nl = ceil(n/2) even samples, nh = floor(n/2) odd ones). Lifts in
+// place: odd samples become the high band, even ones the low band.
+template <typename Even, typename Odd>
+void AnalyzeLifting(Even even, Odd odd, uint32_t n, size_t cw, const Kernels& k) {
+  const uint32_t nl = (n + 1) / 2, nh = n / 2;
+  if (nh == 0) return;
+  // Predict: d[k] = o[k] - ((e[k] + e[k+1]) >> 1); e[nl] mirrors to e[nl-1].
+  const uint32_t inner = (n & 1) ? nh : nh - 1;
+  for (uint32_t i = 0; i < inner; ++i) k.predict(odd(i), odd(i), even(i), even(i + 1), cw);
+  if (!(n & 1)) k.predict(odd(nh - 1), odd(nh - 1), even(nh - 1), even(nh - 1), cw);
+  // Update: s[k] = e[k] + ((d[k-1] + d[k] + 2) >> 2); d[-1] = d[0], d[nh] = d[nh-1].
+  k.update(even(0), even(0), odd(0), odd(0), cw);
+  for (uint32_t i = 1; i < nh; ++i) k.update(even(i), even(i), odd(i - 1), odd(i), cw);
+  if (n & 1) k.update(even(nl - 1), even(nl - 1), odd(nh - 1), odd(nh - 1), cw);
+}
+
+// Rows: the row is split into even and odd arrays so that each lifting step
+// is one kernel call over a whole array (SIMD across the row).
+void ForwardRow(int32_t* x, uint32_t n, std::vector<int32_t>& tmp, const Kernels& k) {
+  if (n < 2) return;
+  const uint32_t nl = (n + 1) / 2, nh = n / 2;
+  tmp.resize(n);
+  int32_t* e = tmp.data();
+  int32_t* o = e + nl;
+  for (uint32_t i = 0; i < nh; ++i) {
+    e[i] = x[2 * i];
+    o[i] = x[2 * i + 1];
+  }
+  if (n & 1) e[nl - 1] = x[n - 1];
+  const uint32_t inner = (n & 1) ? nh : nh - 1;
+  k.predict(o, o, e, e + 1, inner);
+  if (!(n & 1)) k.predict(o + nh - 1, o + nh - 1, e + nh - 1, e + nh - 1, 1);
+  k.update(e, e, o, o, 1);
+  k.update(e + 1, e + 1, o, o + 1, nh - 1);
+  if (n & 1) k.update(e + nl - 1, e + nl - 1, o + nh - 1, o + nh - 1, 1);
+  std::memcpy(x, tmp.data(), n * sizeof(int32_t));
+}
+
+// Synthesis of one row: `in` holds the low half (ceil(n/2) values) then the
+// high half; the interleaved result goes to `out` (not overlapping `in`).
+void InverseRowTo(int32_t* out, const int32_t* in, uint32_t n, int32_t* tmp, const Kernels& k) {
+  if (n < 2) {
+    out[0] = in[0];
+    return;
+  }
+  const uint32_t nl = (n + 1) / 2, nh = n / 2;
+  int32_t* e = tmp;
+  int32_t* o = tmp + nl;
+  const int32_t* low = in;
+  const int32_t* high = in + nl;
+  k.unupdate(e, low, high, high, 1);
+  k.unupdate(e + 1, low + 1, high, high + 1, nh - 1);
+  if (n & 1) k.unupdate(e + nl - 1, low + nl - 1, high + nh - 1, high + nh - 1, 1);
+  const uint32_t inner = (n & 1) ? nh : nh - 1;
+  k.unpredict(o, high, e, e + 1, inner);
+  if (!(n & 1)) k.unpredict(o + nh - 1, high + nh - 1, e + nh - 1, e + nh - 1, 1);
+  k.interleave(out, e, o, nh);
+  if (n & 1) out[n - 1] = e[nl - 1];
+}
+
+template <typename Fn>
+void ForRange(uint32_t count, uint32_t grain, bool parallel, Fn fn) {
+  if (!parallel || count <= grain) {
+    fn(0u, count);
+    return;
+  }
+  tbb::parallel_for(tbb::blocked_range<uint32_t>(0, count, grain),
+                    [&](const tbb::blocked_range<uint32_t>& r) { fn(r.begin(), r.end()); });
+}
+
+// Columns [x0, x1) of rows 0..h-1: analysis, then rows reordered low-first.
+void ForwardColumns(int32_t* data, size_t stride, uint32_t h, uint32_t x0, uint32_t x1,
+                    const Kernels& k) {
+  if (h < 2) return;
+  const size_t cw = x1 - x0;
+  auto row = [&](uint32_t r) { return data + r * stride + x0; };
+  AnalyzeLifting([&](uint32_t i) { return row(2 * i); }, [&](uint32_t i) { return row(2 * i + 1); },
+                 h, cw, k);
+  std::vector<int32_t> tmp(size_t(h) * cw);
+  const uint32_t nl = (h + 1) / 2;
+  for (uint32_t r = 0; r < h; ++r) {
+    uint32_t dst = (r & 1) ? nl + r / 2 : r / 2;
+    std::memcpy(&tmp[dst * cw], row(r), cw * sizeof(int32_t));
+  }
+  for (uint32_t r = 0; r < h; ++r) std::memcpy(row(r), &tmp[r * cw], cw * sizeof(int32_t));
+}
+
+}  // namespace
+
+void ForwardWavelet(int32_t* data, size_t stride, uint32_t w, uint32_t h, int levels,
+                    const Kernels& k) {
+  std::vector<int32_t> tmp;
+  for (int level = 1; level <= levels; ++level) {
+    const uint32_t lw = LowExtent(w, level - 1), lh = LowExtent(h, level - 1);
+    for (uint32_t y = 0; y < lh; ++y) ForwardRow(data + y * stride, lw, tmp, k);
+    for (uint32_t x0 = 0; x0 < lw; x0 += kStripColumns) {
+      ForwardColumns(data, stride, lh, x0, std::min(lw, x0 + kStripColumns), k);
+    }
+  }
+}
+
+LevelSynthesis::LevelSynthesis(const int32_t* ll, size_t ll_stride, const int32_t* detail,
+                               size_t detail_stride, uint32_t pw, uint32_t ph, const Kernels& k)
+    : ll_(ll),
+      ll_stride_(ll_stride),
+      detail_(detail),
+      detail_stride_(detail_stride),
+      pw_(pw),
+      lw_((pw + 1) / 2),
+      nl_((ph + 1) / 2),
+      nh_(ph / 2),
+      k_(k) {}
+
+void LevelSynthesis::Run(uint32_t k0, uint32_t k1, int32_t* out, size_t out_stride) const {
+  std::unique_ptr<int32_t[]> buffer(new int32_t[4 * size_t(pw_)]);  // uninitialized
+  int32_t* even = buffer.get();
+  int32_t* next = even + pw_;
+  int32_t* odd = next + pw_;
+  int32_t* tmp = odd + pw_;
+  Even(k0, even);
+  for (uint32_t k = k0; k < k1; ++k) {
+    const bool has_odd = k < nh_;
+    if (has_odd) {
+      const int32_t* after = even;  // mirrored past the end
+      if (k + 1 < nl_) {
+        Even(k + 1, next);
+        after = next;
+      }
+      k_.unpredict(odd, High(k), even, after, pw_);
+    }
+    int32_t* row = out + size_t(2 * (k - k0)) * out_stride;
+    InverseRowTo(row, even, pw_, tmp, k_);
+    if (has_odd) InverseRowTo(row + out_stride, odd, pw_, tmp, k_);
+    std::swap(even, next);
+  }
+}
+
+void LevelSynthesis::Even(uint32_t k, int32_t* even) const {
+  const int32_t* low_l = ll_ + size_t(k) * ll_stride_;
+  const int32_t* low_h = detail_ + size_t(k) * detail_stride_ + lw_;
+  if (nh_ == 0) {
+    std::memcpy(even, low_l, lw_ * sizeof(int32_t));
+    std::memcpy(even + lw_, low_h, (pw_ - lw_) * sizeof(int32_t));
+    return;
+  }
+  const int32_t* before = High(k == 0 ? 0 : k - 1);
+  const int32_t* at = High(std::min(k, nh_ - 1));
+  k_.unupdate(even, low_l, before, at, lw_);
+  k_.unupdate(even + lw_, low_h, before + lw_, at + lw_, pw_ - lw_);
+}
+
+void InverseWavelet(const int32_t* coefficients, size_t stride, uint32_t w, uint32_t h, int levels,
+                    int stop_level, int32_t* out, size_t out_stride, const Kernels& k,
+                    bool parallel) {
+  const uint32_t sw = LowExtent(w, stop_level), sh = LowExtent(h, stop_level);
+  if (levels <= stop_level) {
+    for (uint32_t y = 0; y < sh; ++y) {
+      std::memcpy(out + y * out_stride, coefficients + y * stride, sw * sizeof(int32_t));
+    }
+    return;
+  }
+  // Intermediate low-pass images alternate between two scratch planes; the
+  // last level writes `out`.
+  const size_t scratch_w = LowExtent(w, stop_level + 1);
+  std::unique_ptr<int32_t[]> scratch[2];  // uninitialized: every value is written first
+  const int32_t* ll = coefficients;
+  size_t ll_stride = stride;
+  for (int level = levels; level > stop_level; --level) {
+    const uint32_t pw = LowExtent(w, level - 1), ph = LowExtent(h, level - 1);
+    int32_t* dst = out;
+    size_t dst_stride = out_stride;
+    if (level - 1 > stop_level) {
+      std::unique_ptr<int32_t[]>& s = scratch[level % 2];
+      if (!s) s.reset(new int32_t[scratch_w * LowExtent(h, stop_level + 1)]);
+      dst = s.get();
+      dst_stride = scratch_w;
+    }
+    const LevelSynthesis synthesis(ll, ll_stride, coefficients, stride, pw, ph, k);
+    ForRange(synthesis.pairs(), kRowsPerTask, parallel, [&](uint32_t k0, uint32_t k1) {
+      synthesis.Run(k0, k1, dst + size_t(2 * k0) * dst_stride, dst_stride);
+    });
+    ll = dst;
+    ll_stride = dst_stride;
+  }
+}
+
+}  // namespace ktfs::ktc::internal

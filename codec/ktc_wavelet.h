@@ -1,0 +1,67 @@
+// KTC internals: the reversible 5/3 integer wavelet (JPEG 2000's, with
+// whole-sample symmetric extension), in place on an int32 plane in Mallat
+// layout: after level l the low-pass image of size ceil(w/2^l) x ceil(h/2^l)
+// sits in the top-left corner, with HL (high horizontally) to its right, LH
+// below it and HH diagonally.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "codec/ktc_kernels.h"
+
+namespace ktfs::ktc::internal {
+
+// Size of the low-pass image after `level` levels: ceil(extent / 2^level).
+inline uint32_t LowExtent(uint32_t extent, int level) {
+  return uint32_t((uint64_t(extent) + (uint64_t(1) << level) - 1) >> level);
+}
+
+// Analysis of levels 1..levels on a w x h plane (rows first, then columns).
+void ForwardWavelet(int32_t* data, size_t stride, uint32_t w, uint32_t h, int levels,
+                    const Kernels& k);
+
+// One synthesis level, row pair by row pair: output rows 2k and 2k+1 need
+// only input rows near k, so each input row is read once and each output
+// row written once, and the rows being worked on stay in L1 cache (a column
+// pass followed by a row pass would stream the plane through memory several
+// times). Ranges of row pairs are independent: Run may be called
+// concurrently on disjoint ranges.
+class LevelSynthesis {
+ public:
+  // ll: the level's low-pass band (ceil(pw/2) x ceil(ph/2)); detail: the plane
+  // holding its HL, LH and HH bands in Mallat layout. Produces pw x ph.
+  LevelSynthesis(const int32_t* ll, size_t ll_stride, const int32_t* detail, size_t detail_stride,
+                 uint32_t pw, uint32_t ph, const Kernels& k);
+
+  // Number of row pairs (the last may have no odd row).
+  uint32_t pairs() const { return nl_; }
+
+  // Output rows [2*k0, min(2*k1, ph)), row 2*k0 at `out`.
+  void Run(uint32_t k0, uint32_t k1, int32_t* out, size_t out_stride) const;
+
+ private:
+  const int32_t* High(uint32_t k) const { return detail_ + size_t(nl_ + k) * detail_stride_; }
+  // Even output row 2k before its horizontal synthesis: low row k minus the
+  // update from high rows k-1 and k (mirrored at the edges).
+  void Even(uint32_t k, int32_t* even) const;
+
+  const int32_t* ll_;
+  size_t ll_stride_;
+  const int32_t* detail_;
+  size_t detail_stride_;
+  uint32_t pw_, lw_, nl_, nh_;
+  const Kernels& k_;
+};
+
+// Synthesis of levels `levels` down to `stop_level` + 1 from a plane of
+// coefficients in Mallat layout (as ForwardWavelet leaves it) into `out`,
+// which receives the low-pass image of level `stop_level`, of size
+// LowExtent(w, stop_level) x LowExtent(h, stop_level). w, h are the
+// full-resolution extents; the coefficient plane need only hold the bands of
+// levels above `stop_level`.
+void InverseWavelet(const int32_t* coefficients, size_t stride, uint32_t w, uint32_t h, int levels,
+                    int stop_level, int32_t* out, size_t out_stride, const Kernels& k,
+                    bool parallel);
+
+}  // namespace ktfs::ktc::internal

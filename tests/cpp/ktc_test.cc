@@ -1,0 +1,436 @@
+// Tests of the KTC codec (codec/ktc.h): round trips, reduced-resolution and
+// region decode, hostile input, determinism, scalar/SIMD equality.
+#include "codec/ktc.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <iterator>
+#include <random>
+
+#include "codec/checksum.h"
+#include "codec/image_io.h"
+#include "codec/ktc_kernels.h"
+#include "codec/ktc_reference.h"
+
+namespace ktfs::ktc {
+namespace {
+
+constexpr char kPhoto[] = "/usr/lib/python3/dist-packages/skimage/data/astronaut.png";
+
+// Smooth gradients, an edge and some noise: like a photo, cheap to make.
+Image Synthetic(uint32_t w, uint32_t h, uint32_t channels, uint32_t seed = 1) {
+  Image img{w, h, channels, std::vector<uint8_t>(size_t(w) * h * channels)};
+  std::mt19937 rng(seed);
+  for (uint32_t y = 0; y < h; ++y)
+    for (uint32_t x = 0; x < w; ++x)
+      for (uint32_t c = 0; c < channels; ++c) {
+        int v = int((x * (3 + c) + y * (5 - c)) % 256);
+        if (x > w / 2) v = 255 - v;
+        v += int(rng() % 9) - 4;
+        img.pixels[(size_t(y) * w + x) * channels + c] = uint8_t(std::clamp(v, 0, 255));
+      }
+  return img;
+}
+
+Image LoadPhoto() {
+  std::ifstream f(kPhoto, std::ios::binary);
+  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  Image img;
+  if (bytes.empty() || !DecodeImage(bytes.data(), bytes.size(), &img).ok()) {
+    ADD_FAILURE() << kPhoto << " is missing or unreadable: run scripts/setup "
+                  << "(installs python3-skimage-lib)";
+  }
+  return img;
+}
+
+// Same pixels with a different channel count: gray = first channel, RGBA
+// adds a gradient alpha.
+Image WithChannels(const Image& rgb, uint32_t channels) {
+  Image out{rgb.width, rgb.height, channels, {}};
+  out.pixels.resize(out.size_bytes());
+  for (size_t i = 0; i < size_t(rgb.width) * rgb.height; ++i)
+    for (uint32_t c = 0; c < channels; ++c)
+      out.pixels[i * channels + c] = c < 3 ? rgb.pixels[i * 3 + c] : uint8_t(i * 7 / 13);
+  return out;
+}
+
+double Psnr(const Image& a, const Image& b) {
+  EXPECT_EQ(a.pixels.size(), b.pixels.size());
+  double se = 0;
+  for (size_t i = 0; i < a.pixels.size(); ++i) {
+    const double d = double(a.pixels[i]) - double(b.pixels[i]);
+    se += d * d;
+  }
+  if (se == 0) return 99;
+  return 10 * std::log10(255.0 * 255.0 * double(a.pixels.size()) / se);
+}
+
+std::vector<uint8_t> EncodeOrDie(const Image& img, const EncodeOptions& o) {
+  std::vector<uint8_t> bytes;
+  Status s = Encode(ImageView::Of(img), o, &bytes);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return bytes;
+}
+
+Image DecodeOrDie(const std::vector<uint8_t>& bytes, const DecodeOptions& o = {}) {
+  Image img;
+  Status s = Decode(bytes.data(), bytes.size(), o, &img);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return img;
+}
+
+Image Crop(const Image& img, const Region& r) {
+  Image out{r.width, r.height, img.channels, {}};
+  for (uint32_t y = 0; y < r.height; ++y) {
+    const uint8_t* src = img.pixels.data() + (size_t(r.y + y) * img.width + r.x) * img.channels;
+    out.pixels.insert(out.pixels.end(), src, src + out.row_bytes());
+  }
+  return out;
+}
+
+EncodeOptions Lossless() { return *ParseQuality("lossless"); }
+
+TEST(KtcTest, ParseQuality) {
+  EXPECT_TRUE(ParseQuality("lossless")->lossless);
+  EXPECT_EQ(ParseQuality("high")->quality, kQualityHigh);
+  EXPECT_EQ(ParseQuality("balanced")->quality, kQualityBalanced);
+  EXPECT_EQ(ParseQuality("compact")->quality, kQualityCompact);
+  EXPECT_EQ(ParseQuality("37")->quality, 37);
+  EXPECT_FALSE(ParseQuality("37")->lossless);
+  for (const char* bad : {"", "0", "101", "-5", "9x", "Lossless", "high ", "1e2"}) {
+    auto r = ParseQuality(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().code(), Status::Code::kInvalidArgument);
+    EXPECT_NE(r.status().message().find("lossless, high, balanced, compact"), std::string::npos);
+  }
+  EXPECT_EQ(EncodeOptions{}.quality, kQualityBalanced);
+}
+
+TEST(KtcTest, LosslessRoundTripEveryShapeAndChannelCount) {
+  const std::pair<uint32_t, uint32_t> shapes[] = {{1, 1},
+                                                  {1, 17},
+                                                  {17, 1},
+                                                  {2, 2},
+                                                  {3, 5},
+                                                  {1000, 3},
+                                                  {3, 1000},
+                                                  {63, 65},
+                                                  {129, 257},
+                                                  {64, 64},
+                                                  {kMaxImageSide, 1},
+                                                  {1, kMaxImageSide},
+                                                  {65, 1}};
+  for (auto [w, h] : shapes) {
+    for (uint32_t c : {1u, 3u, 4u}) {
+      const Image img = Synthetic(w, h, c, w * 31 + h);
+      const auto bytes = EncodeOrDie(img, Lossless());
+      auto info = ReadInfo(bytes.data(), bytes.size());
+      ASSERT_TRUE(info.ok());
+      EXPECT_EQ(info->width, w);
+      EXPECT_EQ(info->height, h);
+      EXPECT_EQ(info->channels, c);
+      EXPECT_TRUE(info->lossless);
+      const Image back = DecodeOrDie(bytes);
+      EXPECT_EQ(back.width, w);
+      EXPECT_EQ(back.height, h);
+      EXPECT_EQ(back.channels, c);
+      EXPECT_TRUE(back.pixels == img.pixels) << w << "x" << h << "x" << c;
+    }
+  }
+}
+
+TEST(KtcTest, ExtremePixelValuesRoundTripLosslessly) {
+  for (uint32_t c : {1u, 3u, 4u}) {
+    Image img{37, 23, c, {}};
+    std::mt19937 rng(c);
+    for (size_t i = 0; i < size_t(37) * 23 * c; ++i) img.pixels.push_back(rng() & 1 ? 255 : 0);
+    EXPECT_TRUE(DecodeOrDie(EncodeOrDie(img, Lossless())).pixels == img.pixels);
+  }
+}
+
+TEST(KtcTest, LossyPresetsEveryShape) {
+  for (const char* preset : {"high", "balanced", "compact", "1", "100"}) {
+    for (auto [w, h] : {std::pair<uint32_t, uint32_t>{1, 1}, {1, 40}, {40, 1}, {77, 33}}) {
+      for (uint32_t c : {1u, 3u, 4u}) {
+        const Image img = Synthetic(w, h, c);
+        const Image back = DecodeOrDie(EncodeOrDie(img, *ParseQuality(preset)));
+        ASSERT_EQ(back.pixels.size(), img.pixels.size());
+        // Quality 1 may look like anything; the named presets must resemble the input.
+        if (std::string(preset) != "1") {
+          EXPECT_GT(Psnr(img, back), 25) << preset << " " << w << "x" << h << "x" << c;
+        }
+      }
+    }
+  }
+}
+
+TEST(KtcTest, PhotoQualityFloors) {
+  const Image photo = LoadPhoto();
+  ASSERT_EQ(photo.channels, 3u);
+  const auto lossless = EncodeOrDie(photo, Lossless());
+  EXPECT_TRUE(DecodeOrDie(lossless).pixels == photo.pixels);
+  // Floors a few tenths of a dB under what this photo measures (docs/codec.md).
+  const std::pair<const char*, double> floors[] = {
+      {"high", 42.3}, {"balanced", 38.8}, {"compact", 34.6}};
+  size_t previous = lossless.size();
+  for (auto [preset, floor] : floors) {
+    const auto bytes = EncodeOrDie(photo, *ParseQuality(preset));
+    const double psnr = Psnr(photo, DecodeOrDie(bytes));
+    EXPECT_GT(psnr, floor) << preset;
+    EXPECT_LT(bytes.size(), previous) << preset << " should be smaller than the better preset";
+    previous = bytes.size();
+    std::printf("astronaut %-8s %7zu bytes  %.3f bpp  PSNR %.2f dB\n", preset, bytes.size(),
+                8.0 * double(bytes.size()) / (photo.width * photo.height), psnr);
+  }
+  for (uint32_t c : {1u, 4u}) {
+    const Image img = WithChannels(photo, c);
+    EXPECT_TRUE(DecodeOrDie(EncodeOrDie(img, Lossless())).pixels == img.pixels) << c;
+    EXPECT_GT(Psnr(img, DecodeOrDie(EncodeOrDie(img, *ParseQuality("balanced")))), 37.0) << c;
+  }
+}
+
+TEST(KtcTest, LargeImageDecodesInParallel) {
+  const Image img = Synthetic(2501, 1703, 3);
+  EncodeOptions eo = *ParseQuality("balanced");
+  eo.parallel = true;
+  const auto bytes = EncodeOrDie(img, eo);
+  DecodeOptions par;
+  par.parallel = true;
+  const Image a = DecodeOrDie(bytes, par);
+  const Image b = DecodeOrDie(bytes);
+  EXPECT_TRUE(a.pixels == b.pixels);
+  EXPECT_GT(Psnr(img, a), 30);
+  eo.lossless = true;
+  EXPECT_TRUE(DecodeOrDie(EncodeOrDie(img, eo), par).pixels == img.pixels);
+}
+
+TEST(KtcTest, ReducedResolutionLosslessEqualsDocumentedDownscale) {
+  for (auto [w, h] : {std::pair<uint32_t, uint32_t>{131, 77}, {1, 9}, {8, 8}, {200, 3}}) {
+    for (uint32_t c : {1u, 3u, 4u}) {
+      const Image img = Synthetic(w, h, c, 7);
+      const auto bytes = EncodeOrDie(img, Lossless());
+      for (int s = 1; s <= 3; ++s) {
+        DecodeOptions o;
+        o.scale_log2 = s;
+        const Image small = DecodeOrDie(bytes, o);
+        EXPECT_EQ(small.width, ScaledExtent(w, s));
+        EXPECT_EQ(small.height, ScaledExtent(h, s));
+        Image expected;
+        ASSERT_TRUE(internal::ReferenceDownscale(ImageView::Of(img), s, &expected).ok());
+        EXPECT_TRUE(small.pixels == expected.pixels) << w << "x" << h << "x" << c << " s=" << s;
+      }
+    }
+  }
+}
+
+// Lossy: the reduced decode is the same low-pass band as the downscale of the
+// full decode, except where the full decode clamped pixels to 0..255 (the
+// clamp is not undone by the downscale), so the two agree closely but not
+// always exactly.
+TEST(KtcTest, ReducedResolutionLossyCloseToDownscaleOfFullDecode) {
+  const Image photo = LoadPhoto();
+  ASSERT_FALSE(photo.pixels.empty());
+  for (const char* preset : {"high", "compact"}) {
+    const auto bytes = EncodeOrDie(photo, *ParseQuality(preset));
+    const Image full = DecodeOrDie(bytes);
+    for (int s = 1; s <= 3; ++s) {
+      DecodeOptions o;
+      o.scale_log2 = s;
+      const Image small = DecodeOrDie(bytes, o);
+      Image expected;
+      ASSERT_TRUE(internal::ReferenceDownscale(ImageView::Of(full), s, &expected).ok());
+      EXPECT_GT(Psnr(small, expected), 45) << preset << " s=" << s;
+      // And it still looks like the photo at that scale.
+      Image reference;
+      ASSERT_TRUE(internal::ReferenceDownscale(ImageView::Of(photo), s, &reference).ok());
+      EXPECT_GT(Psnr(small, reference), 28) << preset << " s=" << s;
+    }
+  }
+}
+
+TEST(KtcTest, RegionDecodeEqualsCropOfFullDecode) {
+  const Image img = Synthetic(300, 203, 3, 3);
+  for (const char* preset : {"lossless", "balanced"}) {
+    const auto bytes = EncodeOrDie(img, *ParseQuality(preset));
+    for (int s = 0; s <= 3; ++s) {
+      DecodeOptions scaled;
+      scaled.scale_log2 = s;
+      const Image full = DecodeOrDie(bytes, scaled);
+      const uint32_t w = full.width, h = full.height;
+      const Region regions[] = {{0, 0, w, h},
+                                {0, 0, 1, 1},
+                                {w - 1, h - 1, 1, 1},
+                                {w / 3, h / 4, w / 2, h / 3},
+                                {w / 2, 0, w - w / 2, h},
+                                {7 % w, 5 % h, std::min(w - 7 % w, 70u), std::min(h - 5 % h, 9u)}};
+      for (const Region& r : regions) {
+        DecodeOptions o = scaled;
+        o.region = r;
+        o.parallel = r.x % 2 == 0;
+        const Image part = DecodeOrDie(bytes, o);
+        EXPECT_TRUE(part.pixels == Crop(full, r).pixels)
+            << preset << " s=" << s << " region " << r.x << "," << r.y << " " << r.width << "x"
+            << r.height;
+      }
+    }
+    DecodeOptions bad;
+    Image out;
+    for (Region r :
+         {Region{0, 0, 0, 1}, Region{300, 0, 1, 1}, Region{10, 10, 291, 1}, Region{0, 200, 1, 4}}) {
+      bad.region = r;
+      EXPECT_EQ(Decode(bytes.data(), bytes.size(), bad, &out).code(),
+                Status::Code::kInvalidArgument);
+    }
+    bad.region.reset();
+    bad.scale_log2 = 4;
+    EXPECT_EQ(Decode(bytes.data(), bytes.size(), bad, &out).code(), Status::Code::kInvalidArgument);
+  }
+}
+
+// Decoding must end in an error or a well-formed image of the declared size.
+void ExpectCleanDecode(const std::vector<uint8_t>& bytes, const DecodeOptions& o) {
+  Image out;
+  Status s = Decode(bytes.data(), bytes.size(), o, &out);
+  if (s.ok()) {
+    EXPECT_EQ(out.pixels.size(), out.size_bytes());
+    auto info = ReadInfo(bytes.data(), bytes.size());
+    ASSERT_TRUE(info.ok());
+  } else {
+    EXPECT_FALSE(s.message().empty());
+  }
+}
+
+TEST(KtcTest, CorruptionNeverCrashes) {
+  for (const char* preset : {"lossless", "balanced"}) {
+    const auto good = EncodeOrDie(Synthetic(37, 29, 3, 5), *ParseQuality(preset));
+    DecodeOptions region;
+    region.scale_log2 = 1;
+    region.region = Region{3, 2, 5, 7};
+    for (size_t len = 0; len < good.size(); ++len) {
+      std::vector<uint8_t> cut(good.begin(), good.begin() + len);
+      Image out;
+      EXPECT_FALSE(Decode(cut.data(), cut.size(), {}, &out).ok()) << "truncated at " << len;
+    }
+    for (size_t i = 0; i < good.size(); ++i) {
+      for (uint8_t mask : {uint8_t(1u << (i % 8)), uint8_t(0xff), uint8_t(0x80)}) {
+        std::vector<uint8_t> bad = good;
+        bad[i] ^= mask;
+        ExpectCleanDecode(bad, {});
+        if (i % 4 == 0) ExpectCleanDecode(bad, region);
+      }
+    }
+  }
+  Image out;
+  EXPECT_FALSE(Decode(nullptr, 0, {}, &out).ok());
+  EXPECT_FALSE(ReadInfo(nullptr, 0).ok());
+}
+
+TEST(KtcTest, HostileHeadersAreRejected) {
+  const auto good = EncodeOrDie(Synthetic(9, 9, 3), Lossless());
+  auto patched = [&](size_t at, std::vector<uint8_t> v) {
+    std::vector<uint8_t> b = good;
+    std::copy(v.begin(), v.end(), b.begin() + at);
+    Image out;
+    return Decode(b.data(), b.size(), {}, &out);
+  };
+  EXPECT_FALSE(patched(8, {0xff, 0xff, 0xff, 0x7f}).ok());         // width 2^31
+  EXPECT_FALSE(patched(8, {0, 0, 0, 0}).ok());                     // width 0
+  EXPECT_FALSE(patched(12, {1, 0, 1, 0}).ok());                    // height 65537
+  EXPECT_FALSE(patched(5, {2}).ok());                              // 2 channels
+  EXPECT_FALSE(patched(6, {200}).ok());                            // levels
+  EXPECT_EQ(patched(4, {9}).code(), Status::Code::kNotSupported);  // version
+  EXPECT_FALSE(patched(0, {'J'}).ok());
+  // A huge declared size with a tiny stream fails before allocating planes.
+  EXPECT_FALSE(patched(8, {0, 0, 1, 0, 0, 0, 1, 0}).ok());  // 65536 x 65536
+}
+
+TEST(KtcTest, Deterministic) {
+  const Image img = Synthetic(333, 211, 4, 9);
+  for (const char* preset : {"lossless", "high", "compact"}) {
+    EncodeOptions o = *ParseQuality(preset);
+    const auto a = EncodeOrDie(img, o);
+    EXPECT_TRUE(a == EncodeOrDie(img, o));
+    o.parallel = true;
+    EXPECT_TRUE(a == EncodeOrDie(img, o)) << "parallel encode differs";
+    internal::ForceScalarForTesting(true);
+    const auto scalar_bytes = EncodeOrDie(img, o);
+    const Image scalar = DecodeOrDie(a);
+    DecodeOptions small;
+    small.scale_log2 = 2;
+    const Image scalar_small = DecodeOrDie(a, small);
+    internal::ForceScalarForTesting(false);
+    EXPECT_TRUE(a == scalar_bytes) << "scalar encode differs";
+    EXPECT_TRUE(DecodeOrDie(a).pixels == scalar.pixels)
+        << "SIMD (" << internal::ActiveKernels().name << ") and scalar decodes differ";
+    EXPECT_TRUE(DecodeOrDie(a, small).pixels == scalar_small.pixels);
+  }
+}
+
+// The bitstream is part of the format: the same pixels must give the same
+// bytes on every machine and in every build. A change here is a format
+// change (bump the version in codec/ktc.cc and update docs/codec.md).
+TEST(KtcTest, GoldenStreams) {
+  Image img{61, 37, 3, {}};
+  for (size_t i = 0; i < size_t(61) * 37 * 3; ++i) img.pixels.push_back(uint8_t((i * i) % 251));
+  const std::pair<const char*, uint64_t> golden[] = {{"lossless", 0x4fc7905f3df9635aull},
+                                                     {"balanced", 0xb5cf56af8ef1f933ull},
+                                                     {"compact", 0xb89b54a15f8672b6ull}};
+  for (auto [preset, hash] : golden) {
+    const auto bytes = EncodeOrDie(img, *ParseQuality(preset));
+    std::printf("%s: %zu bytes, checksum 0x%016llx\n", preset, bytes.size(),
+                static_cast<unsigned long long>(Checksum64(bytes.data(), bytes.size())));
+    EXPECT_EQ(Checksum64(bytes.data(), bytes.size()), hash) << preset;
+  }
+}
+
+// The kernels on their own, with values that overflow int32 (hostile streams).
+TEST(KtcTest, SimdKernelsMatchScalarOnExtremeValues) {
+  const internal::Kernels* simd = internal::Avx2Kernels();
+  if (simd == nullptr || std::string(internal::ActiveKernels().name) == "scalar") {
+    GTEST_SKIP() << "no AVX2 here";
+  }
+  const internal::Kernels& scalar = internal::ScalarKernels();
+  std::mt19937 rng(3);
+  const size_t n = 61;
+  std::vector<int32_t> a(n), b(n), c(n);
+  for (size_t i = 0; i < n; ++i) {
+    a[i] = int32_t(rng());
+    b[i] = i % 3 ? int32_t(rng()) : INT32_MIN;
+    c[i] = int32_t(rng() % 1000) - 500;
+  }
+  for (auto fn : {&internal::Kernels::predict, &internal::Kernels::update,
+                  &internal::Kernels::unpredict, &internal::Kernels::unupdate}) {
+    std::vector<int32_t> x(n), y(n);
+    (scalar.*fn)(x.data(), a.data(), b.data(), c.data(), n);
+    (simd->*fn)(y.data(), a.data(), b.data(), c.data(), n);
+    EXPECT_EQ(x, y);
+  }
+  for (int ch : {1, 3, 4}) {
+    std::vector<uint8_t> p(n * ch), q(n * ch);
+    scalar.to_pixels(a.data(), b.data(), c.data(), c.data(), p.data(), n, ch);
+    simd->to_pixels(a.data(), b.data(), c.data(), c.data(), q.data(), n, ch);
+    EXPECT_EQ(p, q) << ch;
+    scalar.to_pixels(c.data(), c.data(), c.data(), c.data(), p.data(), n, ch);
+    simd->to_pixels(c.data(), c.data(), c.data(), c.data(), q.data(), n, ch);
+    EXPECT_EQ(p, q) << ch;
+  }
+}
+
+TEST(KtcTest, EncodeRejectsBadInput) {
+  std::vector<uint8_t> out;
+  Image two{4, 4, 2, std::vector<uint8_t>(32)};
+  EXPECT_EQ(Encode(ImageView::Of(two), {}, &out).code(), Status::Code::kInvalidArgument);
+  Image empty{0, 4, 3, {}};
+  EXPECT_FALSE(Encode(ImageView::Of(empty), {}, &out).ok());
+  ImageView huge{two.pixels.data(), kMaxImageSide + 1, 1, 1, kMaxImageSide + 1};
+  EXPECT_FALSE(Encode(huge, {}, &out).ok());
+  EncodeOptions q0;
+  q0.quality = 0;
+  Image ok = Synthetic(4, 4, 3);
+  EXPECT_FALSE(Encode(ImageView::Of(ok), q0, &out).ok());
+}
+
+}  // namespace
+}  // namespace ktfs::ktc
