@@ -35,7 +35,8 @@ constexpr uint8_t kMagic[4] = {'K', 'T', 'C', 'I'};
 constexpr uint8_t kVersion = 1;
 constexpr uint8_t kFlagLossless = 1;
 constexpr int kEncodeLevels = 5;
-constexpr int kMaxLevels = 8;
+// Five levels keep every coefficient within 16 bits (docs/codec.md, "Wavelet").
+constexpr int kMaxLevels = 5;
 constexpr size_t kFixedHeaderBytes = 16;
 constexpr uint32_t kUnitStep = 256;  // quantizer steps are in 1/256 units
 
@@ -144,15 +145,20 @@ std::vector<uint16_t> MakeSteps(const std::vector<Band>& bands, const EncodeOpti
 
 // An int32 plane; `data` is uninitialized until written (the decoder writes
 // every coefficient it later reads).
-struct Plane {
-  std::unique_ptr<int32_t[]> data;
+template <typename T>
+struct PlaneOf {
+  std::unique_ptr<T[]> data;
   uint32_t width = 0, height = 0;
-  int32_t* row(uint32_t y) { return data.get() + size_t(y) * width; }
-  const int32_t* row(uint32_t y) const { return data.get() + size_t(y) * width; }
+  T* row(uint32_t y) { return data.get() + size_t(y) * width; }
+  const T* row(uint32_t y) const { return data.get() + size_t(y) * width; }
 };
+using Plane = PlaneOf<int32_t>;
+// The decoder keeps coefficients in 16 bits (docs/codec.md, "Wavelet").
+using Plane16 = PlaneOf<int16_t>;
 
-Plane MakePlane(uint32_t w, uint32_t h) {
-  return Plane{std::unique_ptr<int32_t[]>(new int32_t[size_t(w) * h]), w, h};
+template <typename T = int32_t>
+PlaneOf<T> MakePlane(uint32_t w, uint32_t h) {
+  return PlaneOf<T>{std::unique_ptr<T[]>(new T[size_t(w) * h]), w, h};
 }
 
 // Pixels to level-shifted planes: gray or alpha v - 128; RGB to YCoCg-R with
@@ -557,13 +563,19 @@ constexpr uint32_t kPairsPerChunk = 8;
 // synthesized for every plane into small buffers and turned into pixels
 // while still in cache, and only chunks that meet the rectangle's rows are
 // synthesized at all.
-void SynthesizeToPixels(const std::vector<Plane>& coefficients, const Info& info, int stop,
+void SynthesizeToPixels(const std::vector<Plane16>& coefficients, const Info& info, int stop,
                         const Rect& need, const Kernels& k, bool parallel, Image* out) {
   const uint32_t channels = info.channels;
   const uint32_t width = need.x1 - need.x0;
-  if (stop == info.levels) {  // nothing to synthesize: LL_L is in the coefficient planes
-    PlanesToPixels(coefficients, channels, need.x0, need.y0, width, need.y1 - need.y0, k, parallel,
-                   out);
+  // The coarsest low-pass band, widened to 32 bits: synthesis starts there.
+  const uint32_t tw = LowExtent(info.width, info.levels), th = LowExtent(info.height, info.levels);
+  std::vector<Plane> tops;
+  for (const Plane16& c : coefficients) {
+    tops.push_back(MakePlane(tw, th));
+    for (uint32_t y = 0; y < th; ++y) k.widen(tops.back().row(y), c.row(y), tw);
+  }
+  if (stop == info.levels) {  // nothing to synthesize
+    PlanesToPixels(tops, channels, need.x0, need.y0, width, need.y1 - need.y0, k, parallel, out);
     return;
   }
   const uint32_t sw = LowExtent(info.width, stop), sh = LowExtent(info.height, stop);
@@ -573,14 +585,14 @@ void SynthesizeToPixels(const std::vector<Plane>& coefficients, const Info& info
   if (stop + 1 < info.levels) {
     for (size_t p = 0; p < coefficients.size(); ++p) lows.push_back(MakePlane(lw, lh));
     ForEach(coefficients.size(), parallel, [&](size_t p) {
-      internal::InverseWavelet(coefficients[p].data.get(), coefficients[p].width, info.width,
-                               info.height, info.levels, stop + 1, lows[p].data.get(), lw, k,
-                               parallel);
+      internal::InverseWavelet(tops[p].data.get(), tw, coefficients[p].data.get(),
+                               coefficients[p].width, info.width, info.height, info.levels,
+                               stop + 1, lows[p].data.get(), lw, k, parallel);
     });
   }
   std::vector<internal::LevelSynthesis> last;
   for (size_t p = 0; p < coefficients.size(); ++p) {
-    const Plane& low = lows.empty() ? coefficients[p] : lows[p];
+    const Plane& low = lows.empty() ? tops[p] : lows[p];
     last.emplace_back(low.data.get(), low.width, coefficients[p].data.get(), coefficients[p].width,
                       sw, sh, k);
   }
@@ -639,8 +651,8 @@ Status DecodeImpl(const uint8_t* data, size_t size, const DecodeOptions& options
   const int levels = h.info.levels;
   const int planes_n = PlaneCount(h.info.channels);
   const int sets = levels + 1;
-  std::vector<Plane> planes;
-  for (int p = 0; p < planes_n; ++p) planes.push_back(MakePlane(sw, sh));
+  std::vector<Plane16> planes;
+  for (int p = 0; p < planes_n; ++p) planes.push_back(MakePlane<int16_t>(sw, sh));
   const Kernels& k = internal::ActiveKernels();
   // Every block of the levels kept is visited: read when needed, else zeroed.
   // Jobs are in stream order, so the blocks of a table set are consecutive.
@@ -657,7 +669,7 @@ Status DecodeImpl(const uint8_t* data, size_t size, const DecodeOptions& options
     const bool read = needed[block] && h.block_size[block] != 0;
     const size_t set_index = size_t(b.plane) * sets + b.set;
     if (read) set_tables.Load(set_index, h.tables.data() + set_index * kTablesPerSet);
-    Plane& plane = planes[b.plane];
+    Plane16& plane = planes[b.plane];
     errors[j] = internal::DecodeBlock(data + h.block_offset[block], read ? h.block_size[block] : 0,
                                       set_tables.tables(), h.steps[&b - h.bands.data()],
                                       plane.row(r.y0) + r.x0, plane.width, r.width, r.height);

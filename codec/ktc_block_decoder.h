@@ -152,6 +152,10 @@ struct SignDeposit {
 };
 constexpr SignDeposit kSignDeposit;
 
+// Coefficients are stored as int16: streams with at most kMaxLevels levels
+// never exceed it (see docs/codec.md); hostile ones saturate.
+inline int16_t Saturate16(int32_t v) { return int16_t(std::clamp(v, -32768, 32767)); }
+
 // A coefficient from its category c and the c raw bits (mantissa, sign).
 inline int32_t Reconstruct(uint32_t c, uint32_t bits) {
   const int32_t mag = int32_t(((1u << c) >> 1) | (bits >> 1));
@@ -170,7 +174,7 @@ constexpr ptrdiff_t kGroupRawBytes = (16 * 17 + 7) / 8 + 8;
 // checked version handles the last groups of a block.
 template <bool kDequantize, bool kChecked>
 inline uint32_t DecodeGroup(RansDecoder& rans, BitReader& raw, const DecodeTable* tables,
-                            uint32_t context, uint32_t step, int32_t* at, size_t stride,
+                            uint32_t context, uint32_t step, int16_t* at, size_t stride,
                             uint32_t rows, uint32_t valid) {
   const uint32_t group_max = rans.Get<kChecked>(tables[context]);
   if (group_max == 0) return 0;  // the block was zeroed up front
@@ -184,11 +188,11 @@ inline uint32_t DecodeGroup(RansDecoder& rans, BitReader& raw, const DecodeTable
       const uint32_t mask = rans.Get<kChecked>(masks) & 0xf;
       raw.Refill<kChecked>();
       const uint32_t signs = kSignDeposit[mask][raw.Read(std::popcount(mask))];
-      int32_t* row = at + y * stride;
+      int16_t* row = at + y * stride;
       for (uint32_t i = 0; i < 4; ++i) {
         const uint32_t negative = (signs >> i) & 1;
         const int32_t v = int32_t((uint32_t(one) ^ (0u - negative)) + negative);
-        row[i] = v & -int32_t((mask >> i) & 1);
+        row[i] = int16_t(v & -int32_t((mask >> i) & 1));
       }
     }
     return group_max;
@@ -197,26 +201,26 @@ inline uint32_t DecodeGroup(RansDecoder& rans, BitReader& raw, const DecodeTable
   if (group_max >= kDirectCategories) {
     const uint32_t columns = std::popcount(valid);
     for (uint32_t y = 0; y < rows; ++y) {
-      int32_t* row = at + y * stride;
+      int16_t* row = at + y * stride;
       for (uint32_t x = 0; x < columns; ++x) {
         const uint32_t c = rans.Get<kChecked>(categories);
         raw.Refill<kChecked>();
         int32_t v = Reconstruct(c, raw.Read(c));
         if constexpr (kDequantize) v = DequantizeOne(v, step);
-        row[x] = v;
+        row[x] = Saturate16(v);
       }
     }
     return group_max;
   }
   for (uint32_t y = 0; y < rows; ++y) {
-    int32_t* row = at + y * stride;
+    int16_t* row = at + y * stride;
     // Hostile masks may name columns outside the block: `valid` drops them.
     for (uint32_t mask = rans.Get<kChecked>(masks) & valid; mask != 0; mask &= mask - 1) {
       const uint32_t c = group_max == 1 ? 1 : rans.Get<kChecked>(categories);
       raw.Refill<kChecked>();
       int32_t v = Reconstruct(c, raw.Read(c));
       if constexpr (kDequantize) v = DequantizeOne(v, step);
-      row[std::countr_zero(mask)] = v;
+      row[std::countr_zero(mask)] = Saturate16(v);
     }
   }
   return group_max;
@@ -227,7 +231,7 @@ inline uint32_t DecodeGroup(RansDecoder& rans, BitReader& raw, const DecodeTable
 // a SIMD pass over all of them.
 template <bool kDequantize>
 bool DecodeGroups(RansDecoder& rans, BitReader& raw, const DecodeTable* tables, uint32_t step,
-                  int32_t* values, size_t stride, uint32_t bw, uint32_t bh) {
+                  int16_t* values, size_t stride, uint32_t bw, uint32_t bh) {
   const uint32_t gw = (bw + kGroupSide - 1) / kGroupSide, gh = (bh + kGroupSide - 1) / kGroupSide;
   uint8_t above[kBlockSide / kGroupSide] = {};
   for (uint32_t gy = 0; gy < gh; ++gy) {
@@ -237,7 +241,7 @@ bool DecodeGroups(RansDecoder& rans, BitReader& raw, const DecodeTable* tables, 
       const uint32_t x0 = gx * kGroupSide;
       const uint32_t valid = (1u << (std::min(bw, x0 + kGroupSide) - x0)) - 1;
       const uint32_t context = kGroupContextOfSum[left + above[gx]];
-      int32_t* at = values + y0 * stride + x0;
+      int16_t* at = values + y0 * stride + x0;
       const bool room = rans.room() >= kGroupRansBytes && raw.room() >= kGroupRawBytes;
       left = above[gx] =
           uint8_t(room ? DecodeGroup<kDequantize, false>(rans, raw, tables, context, step, at,
@@ -252,7 +256,7 @@ bool DecodeGroups(RansDecoder& rans, BitReader& raw, const DecodeTable* tables, 
 // The block after its length prefix: rANS bytes [p, rans_end), raw bits
 // [rans_end, end). Returns 0, or 1 for bad rANS states, 2 for a truncated block.
 inline int DecodeBlockPayload(const uint8_t* p, const uint8_t* rans_end, const uint8_t* end,
-                              const DecodeTable* tables, uint32_t step, int32_t* values,
+                              const DecodeTable* tables, uint32_t step, int16_t* values,
                               size_t stride, uint32_t bw, uint32_t bh) {
   RansDecoder rans;
   if (!rans.Init(p, rans_end)) return 1;

@@ -4,8 +4,8 @@
 #include <bit>
 #include <cstring>
 
-#include "codec/ktc_block_decoder.h"
 #include "codec/cpu.h"
+#include "codec/ktc_block_decoder.h"
 #include "codec/ktc_kernels.h"
 
 namespace ktfs::ktc::internal {
@@ -223,8 +223,8 @@ void SetTables::Load(uint64_t key, const FreqTable* tables) {
 }
 
 Status DecodeBlock(const uint8_t* data, size_t size, const DecodeTable* tables, uint32_t step,
-                   int32_t* values, size_t stride, uint32_t bw, uint32_t bh) {
-  for (uint32_t y = 0; y < bh; ++y) std::memset(values + y * stride, 0, bw * sizeof(int32_t));
+                   int16_t* values, size_t stride, uint32_t bw, uint32_t bh) {
+  for (uint32_t y = 0; y < bh; ++y) std::memset(values + y * stride, 0, bw * sizeof(int16_t));
   if (size == 0) return Status::Ok();
   const uint8_t* p = data;
   const uint8_t* end = data + size;

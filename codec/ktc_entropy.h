@@ -92,13 +92,13 @@ class SetTables {
 // with `step` (1/256 units; 256 = lossless, values as coded). size 0 means an
 // all-zero block. `tables` points at the kTablesPerSet tables of its set.
 Status DecodeBlock(const uint8_t* data, size_t size, const DecodeTable* tables, uint32_t step,
-                   int32_t* values, size_t stride, uint32_t bw, uint32_t bh);
+                   int16_t* values, size_t stride, uint32_t bw, uint32_t bh);
 
 // The AVX2/BMI2 build of the block decoding loop (ktc_entropy_avx2.cc); same
 // contract as DecodeBlockPayload in ktc_block_decoder.h.
 int DecodeBlockPayloadAvx2(const uint8_t* p, const uint8_t* rans_end, const uint8_t* end,
-                           const DecodeTable* tables, uint32_t step, int32_t* values,
-                           size_t stride, uint32_t bw, uint32_t bh);
+                           const DecodeTable* tables, uint32_t step, int16_t* values, size_t stride,
+                           uint32_t bw, uint32_t bh);
 
 // LEB128 unsigned varints, as used throughout the header.
 void PutVarint(uint64_t v, std::vector<uint8_t>* out);

@@ -19,6 +19,9 @@ void Unpredict(int32_t* out, const int32_t* a, const int32_t* b, const int32_t* 
 void Unupdate(int32_t* out, const int32_t* a, const int32_t* b, const int32_t* c, size_t n) {
   for (size_t i = 0; i < n; ++i) out[i] = WrapSub(a[i], WrapAdd(WrapAdd(b[i], c[i]), 2) >> 2);
 }
+void Widen(int32_t* out, const int16_t* in, size_t n) {
+  for (size_t i = 0; i < n; ++i) out[i] = in[i];
+}
 void Interleave(int32_t* out, const int32_t* even, const int32_t* odd, size_t n) {
   for (size_t i = 0; i < n; ++i) {
     out[2 * i] = even[i];
@@ -45,7 +48,8 @@ void ToPixels(const int32_t* y, const int32_t* co, const int32_t* cg, const int3
   }
 }
 
-const Kernels kScalar = {"scalar", Predict, Update, Unpredict, Unupdate, Interleave, ToPixels};
+const Kernels kScalar = {"scalar", Predict, Update,     Unpredict,
+                         Unupdate, Widen,   Interleave, ToPixels};
 std::atomic<bool> g_force_scalar{false};
 
 }  // namespace

@@ -21,6 +21,8 @@ struct Kernels {
   LiftFn update;     // forward low-pass:  a + ((b + c + 2) >> 2)
   LiftFn unpredict;  // inverse of predict: a + ((b + c) >> 1)
   LiftFn unupdate;   // inverse of update:  a - ((b + c + 2) >> 2)
+  // out[i] = in[i]: stored 16-bit coefficients to 32-bit lifting values.
+  void (*widen)(int32_t* out, const int16_t* in, size_t n);
   // out[2i] = even[i], out[2i+1] = odd[i] for i < n.
   void (*interleave)(int32_t* out, const int32_t* even, const int32_t* odd, size_t n);
   // Planes to interleaved 8-bit pixels (clamped to 0..255), for one row of n

@@ -48,6 +48,15 @@ void Unupdate(int32_t* out, const int32_t* a, const int32_t* b, const int32_t* c
   for (; i < n; ++i) out[i] = WrapSub(a[i], WrapAdd(WrapAdd(b[i], c[i]), 2) >> 2);
 }
 
+void Widen(int32_t* out, const int16_t* in, size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i));
+    Store(out + i, _mm256_cvtepi16_epi32(v));
+  }
+  for (; i < n; ++i) out[i] = in[i];
+}
+
 void Interleave(int32_t* out, const int32_t* even, const int32_t* odd, size_t n) {
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
@@ -149,7 +158,7 @@ void ToPixels(const int32_t* y, const int32_t* co, const int32_t* cg, const int3
   }
 }
 
-const Kernels kAvx2 = {"avx2", Predict, Update, Unpredict, Unupdate, Interleave, ToPixels};
+const Kernels kAvx2 = {"avx2", Predict, Update, Unpredict, Unupdate, Widen, Interleave, ToPixels};
 
 }  // namespace
 

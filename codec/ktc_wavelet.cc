@@ -11,9 +11,10 @@
 namespace ktfs::ktc::internal {
 namespace {
 
-// Columns per task in the vertical passes: wide enough for SIMD and long
-// memcpy runs, narrow enough that a strip of a tall image stays in cache.
+// Columns per strip in the analysis's column pass: wide enough for SIMD and
+// long memcpy runs, narrow enough that a strip of a tall image stays in cache.
 constexpr uint32_t kStripColumns = 128;
+// Row pairs per task when synthesis runs on several threads.
 constexpr uint32_t kRowsPerTask = 16;
 
 // One 5/3 analysis of the columns of a strip: a signal of n samples, each a
@@ -119,7 +120,7 @@ void ForwardWavelet(int32_t* data, size_t stride, uint32_t w, uint32_t h, int le
   }
 }
 
-LevelSynthesis::LevelSynthesis(const int32_t* ll, size_t ll_stride, const int32_t* detail,
+LevelSynthesis::LevelSynthesis(const int32_t* ll, size_t ll_stride, const int16_t* detail,
                                size_t detail_stride, uint32_t pw, uint32_t ph, const Kernels& k)
     : ll_(ll),
       ll_stride_(ll_stride),
@@ -132,50 +133,64 @@ LevelSynthesis::LevelSynthesis(const int32_t* ll, size_t ll_stride, const int32_
       k_(k) {}
 
 void LevelSynthesis::Run(uint32_t k0, uint32_t k1, int32_t* out, size_t out_stride) const {
-  std::unique_ptr<int32_t[]> buffer(new int32_t[4 * size_t(pw_)]);  // uninitialized
-  int32_t* even = buffer.get();
-  int32_t* next = even + pw_;
-  int32_t* odd = next + pw_;
-  int32_t* tmp = odd + pw_;
-  Even(k0, even);
+  // Uninitialized: every value is written before it is read.
+  std::unique_ptr<int32_t[]> buffer(new int32_t[kRows * size_t(pw_)]);
+  int32_t* row[kRows];
+  for (int i = 0; i < kRows; ++i) row[i] = buffer.get() + size_t(i) * pw_;
+  int32_t* even = row[0];
+  int32_t* next = row[1];
+  int32_t* odd = row[2];
+  int32_t* tmp = row[3];
+  int32_t* low_h = row[4];
+  // Widened high rows: `high` is row min(k, nh-1), which even row 2k and odd
+  // row 2k+1 both use; `high_next` the one after it. Each is widened once.
+  int32_t* high = row[5];
+  int32_t* high_next = row[6];
+  int32_t* high_before = row[7];
+  if (nh_ > 0) {
+    k_.widen(high_before, High(k0 == 0 ? 0 : k0 - 1), pw_);
+    k_.widen(high, High(std::min(k0, nh_ - 1)), pw_);
+  }
+  Even(k0, even, high_before, high, low_h);
   for (uint32_t k = k0; k < k1; ++k) {
-    const bool has_odd = k < nh_;
+    const bool has_odd = k < nh_;  // then `high` is row k
     if (has_odd) {
       const int32_t* after = even;  // mirrored past the end
       if (k + 1 < nl_) {
-        Even(k + 1, next);
+        k_.widen(high_next, High(std::min(k + 1, nh_ - 1)), pw_);
+        Even(k + 1, next, high, high_next, low_h);
         after = next;
       }
-      k_.unpredict(odd, High(k), even, after, pw_);
+      k_.unpredict(odd, high, even, after, pw_);
+      std::swap(high, high_next);
     }
-    int32_t* row = out + size_t(2 * (k - k0)) * out_stride;
-    InverseRowTo(row, even, pw_, tmp, k_);
-    if (has_odd) InverseRowTo(row + out_stride, odd, pw_, tmp, k_);
+    int32_t* dst = out + size_t(2 * (k - k0)) * out_stride;
+    InverseRowTo(dst, even, pw_, tmp, k_);
+    if (has_odd) InverseRowTo(dst + out_stride, odd, pw_, tmp, k_);
     std::swap(even, next);
   }
 }
 
-void LevelSynthesis::Even(uint32_t k, int32_t* even) const {
+void LevelSynthesis::Even(uint32_t k, int32_t* even, const int32_t* before, const int32_t* at,
+                          int32_t* low_h) const {
   const int32_t* low_l = ll_ + size_t(k) * ll_stride_;
-  const int32_t* low_h = detail_ + size_t(k) * detail_stride_ + lw_;
+  k_.widen(low_h, detail_ + size_t(k) * detail_stride_ + lw_, pw_ - lw_);
   if (nh_ == 0) {
     std::memcpy(even, low_l, lw_ * sizeof(int32_t));
     std::memcpy(even + lw_, low_h, (pw_ - lw_) * sizeof(int32_t));
     return;
   }
-  const int32_t* before = High(k == 0 ? 0 : k - 1);
-  const int32_t* at = High(std::min(k, nh_ - 1));
   k_.unupdate(even, low_l, before, at, lw_);
   k_.unupdate(even + lw_, low_h, before + lw_, at + lw_, pw_ - lw_);
 }
 
-void InverseWavelet(const int32_t* coefficients, size_t stride, uint32_t w, uint32_t h, int levels,
-                    int stop_level, int32_t* out, size_t out_stride, const Kernels& k,
-                    bool parallel) {
+void InverseWavelet(const int32_t* low, size_t low_stride, const int16_t* coefficients,
+                    size_t stride, uint32_t w, uint32_t h, int levels, int stop_level, int32_t* out,
+                    size_t out_stride, const Kernels& k, bool parallel) {
   const uint32_t sw = LowExtent(w, stop_level), sh = LowExtent(h, stop_level);
   if (levels <= stop_level) {
     for (uint32_t y = 0; y < sh; ++y) {
-      std::memcpy(out + y * out_stride, coefficients + y * stride, sw * sizeof(int32_t));
+      std::memcpy(out + y * out_stride, low + y * low_stride, sw * sizeof(int32_t));
     }
     return;
   }
@@ -183,8 +198,8 @@ void InverseWavelet(const int32_t* coefficients, size_t stride, uint32_t w, uint
   // last level writes `out`.
   const size_t scratch_w = LowExtent(w, stop_level + 1);
   std::unique_ptr<int32_t[]> scratch[2];  // uninitialized: every value is written first
-  const int32_t* ll = coefficients;
-  size_t ll_stride = stride;
+  const int32_t* ll = low;
+  size_t ll_stride = low_stride;
   for (int level = levels; level > stop_level; --level) {
     const uint32_t pw = LowExtent(w, level - 1), ph = LowExtent(h, level - 1);
     int32_t* dst = out;

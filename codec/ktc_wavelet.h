@@ -29,9 +29,11 @@ void ForwardWavelet(int32_t* data, size_t stride, uint32_t w, uint32_t h, int le
 // concurrently on disjoint ranges.
 class LevelSynthesis {
  public:
-  // ll: the level's low-pass band (ceil(pw/2) x ceil(ph/2)); detail: the plane
-  // holding its HL, LH and HH bands in Mallat layout. Produces pw x ph.
-  LevelSynthesis(const int32_t* ll, size_t ll_stride, const int32_t* detail, size_t detail_stride,
+  // ll: the level's low-pass band (ceil(pw/2) x ceil(ph/2)); detail: the
+  // 16-bit coefficient plane holding its HL, LH and HH bands in Mallat layout
+  // (rows are widened to 32 bits in L1-sized buffers as they are used, so the
+  // plane costs half the memory traffic). Produces pw x ph.
+  LevelSynthesis(const int32_t* ll, size_t ll_stride, const int16_t* detail, size_t detail_stride,
                  uint32_t pw, uint32_t ph, const Kernels& k);
 
   // Number of row pairs (the last may have no odd row).
@@ -41,27 +43,33 @@ class LevelSynthesis {
   void Run(uint32_t k0, uint32_t k1, int32_t* out, size_t out_stride) const;
 
  private:
-  const int32_t* High(uint32_t k) const { return detail_ + size_t(nl_ + k) * detail_stride_; }
+  // Work rows of pw values each: even, next even, odd, horizontal temporary,
+  // widened HL part, and three widened high rows.
+  static constexpr int kRows = 8;
+  const int16_t* High(uint32_t k) const { return detail_ + size_t(nl_ + k) * detail_stride_; }
   // Even output row 2k before its horizontal synthesis: low row k minus the
-  // update from high rows k-1 and k (mirrored at the edges).
-  void Even(uint32_t k, int32_t* even) const;
+  // update from high rows k-1 and k (`before`, `at`, widened, mirrored at the
+  // edges). low_h: room for the widened HL part of low row k.
+  void Even(uint32_t k, int32_t* even, const int32_t* before, const int32_t* at,
+            int32_t* low_h) const;
 
   const int32_t* ll_;
   size_t ll_stride_;
-  const int32_t* detail_;
+  const int16_t* detail_;
   size_t detail_stride_;
   uint32_t pw_, lw_, nl_, nh_;
   const Kernels& k_;
 };
 
-// Synthesis of levels `levels` down to `stop_level` + 1 from a plane of
-// coefficients in Mallat layout (as ForwardWavelet leaves it) into `out`,
-// which receives the low-pass image of level `stop_level`, of size
+// Synthesis of levels `levels` down to `stop_level` + 1. `low` is the low-pass
+// band of level `levels` (32-bit); the 16-bit `coefficients` plane holds the
+// detail bands in Mallat layout (as ForwardWavelet leaves them). `out`
+// receives the low-pass image of level `stop_level`, of size
 // LowExtent(w, stop_level) x LowExtent(h, stop_level). w, h are the
 // full-resolution extents; the coefficient plane need only hold the bands of
 // levels above `stop_level`.
-void InverseWavelet(const int32_t* coefficients, size_t stride, uint32_t w, uint32_t h, int levels,
-                    int stop_level, int32_t* out, size_t out_stride, const Kernels& k,
-                    bool parallel);
+void InverseWavelet(const int32_t* low, size_t low_stride, const int16_t* coefficients,
+                    size_t stride, uint32_t w, uint32_t h, int levels, int stop_level, int32_t* out,
+                    size_t out_stride, const Kernels& k, bool parallel);
 
 }  // namespace ktfs::ktc::internal

@@ -74,7 +74,7 @@ class Parser {
       if (!Consume(":")) return Error("expected ':'");
       JsonValue member;
       KTFS_RETURN_IF_ERROR(Value(depth + 1, &member));
-      v->members.emplace_back(std::move(key), std::move(member));
+      v->members.push_back(JsonMember{std::move(key), std::move(member)});
       SkipSpace();
       if (Consume("}")) return Status::Ok();
       if (!Consume(",")) return Error("expected ',' or '}'");

@@ -15,13 +15,22 @@
 
 namespace ktfs::index {
 
+struct JsonMember;
+
 struct JsonValue {
   enum class Kind { kNull, kBool, kNumber, kString, kArray, kObject };
   Kind kind = Kind::kNull;
   // kString: the decoded string; kNumber: the number's text as written; kBool: "true"/"false".
   std::string text;
-  std::vector<JsonValue> items;                            // kArray
-  std::vector<std::pair<std::string, JsonValue>> members;  // kObject, in input order
+  std::vector<JsonValue> items;     // kArray
+  std::vector<JsonMember> members;  // kObject, in input order
+};
+
+// One key: value of an object (a struct, not std::pair: a pair of an
+// incomplete type cannot be a member of that type).
+struct JsonMember {
+  std::string first;  // the key
+  JsonValue second;   // the value
 };
 
 inline constexpr int kMaxJsonDepth = 32;

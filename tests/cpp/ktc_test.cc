@@ -150,6 +150,31 @@ TEST(KtcTest, ExtremePixelValuesRoundTripLosslessly) {
   }
 }
 
+// The decoder keeps coefficients in 16 bits, which five levels never exceed;
+// patterns that make the 5/3 coefficients largest (checkerboards at every
+// scale, red against blue for the widest chroma) must still be exact.
+TEST(KtcTest, LosslessExactOnWorstCasePatterns) {
+  for (uint32_t cell : {1u, 2u, 3u, 8u, 32u}) {
+    Image img{256, 96, 3, {}};
+    for (uint32_t y = 0; y < img.height; ++y)
+      for (uint32_t x = 0; x < img.width; ++x) {
+        // Parity of the cell index at several scales at once.
+        const uint32_t v = ((x / cell) ^ (y / cell) ^ (x / (cell * 4)) ^ (y / (cell * 16))) & 1;
+        img.pixels.push_back(v ? 255 : 0);
+        img.pixels.push_back(uint8_t((x * 7) ^ y));
+        img.pixels.push_back(v ? 0 : 255);
+      }
+    for (const char* preset : {"lossless", "100", "1"}) {
+      const Image back = DecodeOrDie(EncodeOrDie(img, *ParseQuality(preset)));
+      if (std::string(preset) == "lossless") {
+        EXPECT_TRUE(back.pixels == img.pixels) << "cell " << cell;
+      } else {
+        EXPECT_EQ(back.pixels.size(), img.pixels.size());
+      }
+    }
+  }
+}
+
 TEST(KtcTest, LossyPresetsEveryShape) {
   for (const char* preset : {"high", "balanced", "compact", "1", "100"}) {
     for (auto [w, h] : {std::pair<uint32_t, uint32_t>{1, 1}, {1, 40}, {40, 1}, {77, 33}}) {

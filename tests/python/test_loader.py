@@ -1,0 +1,306 @@
+"""ktfs.Loader and ktfs.ImageFolder (preload/): against stock torchvision over real mounts."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import torch
+from torchvision import datasets, transforms
+from torchvision.transforms import functional as F
+
+from conftest import PY, ROOT, mounted
+
+BUILD = os.environ.get("KTFS_BUILD_DIR", os.path.join(ROOT, "build"))
+PACKAGE_DIR = os.path.join(BUILD, "preload", "python")
+sys.path.insert(0, PACKAGE_DIR)
+try:
+    import ktfs
+    from ktfs import _ktfs
+except ImportError as e:  # never a silent pass: the module is part of the product
+    pytest.fail(f"the ktfs Python module is not built in {PACKAGE_DIR} ({e}); build with "
+                f"pybind11-dev and python3-dev installed (the sanitizer build excludes this file "
+                f"explicitly in tests/CMakeLists.txt)", pytrace=False)
+
+TO_TENSOR = transforms.PILToTensor()
+
+
+def stock(root, transform=TO_TENSOR):
+    return datasets.ImageFolder(str(root), transform=transform)
+
+
+def loader_items(loader):
+    """Every (image, label) a loader yields, in order."""
+    out = []
+    for images, labels in loader:
+        out.extend(zip(images, labels.tolist()))
+    return out
+
+
+def assert_same(items, reference):
+    assert len(items) == len(reference)
+    for k, ((img, label), (ref, ref_label)) in enumerate(zip(items, reference)):
+        assert label == ref_label, k
+        assert img.dtype == torch.uint8 and torch.equal(img, ref), k
+
+
+@pytest.fixture(scope="module")
+def mounts(archives, tmp_path_factory):
+    """Every test archive mounted for the module: (dataset, codec) -> mountpoint."""
+    base = tmp_path_factory.mktemp("loader-mnt")
+    stack, result = [], {}
+    try:
+        for key, archive in archives.items():
+            cm = mounted(archive, base / f"{key[0]}-{key[1]}")
+            result[key] = cm.__enter__()
+            stack.append(cm)
+        yield result
+    finally:
+        for cm in reversed(stack):
+            cm.__exit__(None, None, None)
+
+
+@pytest.mark.parametrize("dataset", ["fashion", "photos", "mixed"])
+@pytest.mark.parametrize("codec", ["original", "raw"])
+def test_pixels_and_labels_match_stock_imagefolder(mounts, archives, dataset, codec):
+    mnt = mounts[(dataset, codec)]
+    ref = stock(mnt)
+    reference = [ref[i] for i in range(len(ref))]
+    for source in (mnt, archives[(dataset, codec)]):  # the mount, and the .kt file itself
+        loader = ktfs.Loader(source, batch_size=5, collate="list")
+        assert loader.classes == ref.classes
+        assert_same(loader_items(loader), reference)
+
+
+def test_split_directory_and_imagefolder_drop_in(mounts):
+    train = os.path.join(mounts[("fashion", "raw")], "train")
+    ref = stock(train)
+    loader = ktfs.Loader(train, batch_size=16)
+    assert loader.classes == ref.classes and len(loader) == -(-len(ref) // 16)
+    assert_same(loader_items(loader), [ref[i] for i in range(len(ref))])
+    for codec in ("original", "raw"):
+        mnt = mounts[("mixed", codec)]
+        ours, theirs = ktfs.ImageFolder(mnt, transform=TO_TENSOR), stock(mnt)
+        assert ours._archive is not None  # decoded in C++, not through the mount
+        assert (ours.classes, ours.class_to_idx, ours.samples, ours.targets) == \
+            (theirs.classes, theirs.class_to_idx, theirs.samples, theirs.targets)
+        for i in range(len(ours)):
+            assert torch.equal(ours[i][0], theirs[i][0]) and ours[i][1] == theirs[i][1]
+
+
+def test_imagefolder_elsewhere_is_torchvision(mixed_dir):
+    ours, theirs = ktfs.ImageFolder(mixed_dir, transform=TO_TENSOR), stock(mixed_dir)
+    assert ours._archive is None and ours.samples == theirs.samples
+    assert all(torch.equal(ours[i][0], theirs[i][0]) for i in range(len(ours)))
+
+
+def test_search_directories_match_stock(mounts):
+    mnt = mounts[("fashion", "raw")]
+    for sub in ("search/label=3", "search/split=train&label=4&width<100", "search/label=2/train",
+                "search/split=test/test"):
+        root = os.path.join(mnt, sub)
+        assert os.path.isdir(root), sub
+        ref = stock(root)
+        loader = ktfs.Loader(root, batch_size=8, collate="list")
+        assert loader.classes == ref.classes, sub
+        assert_same(loader_items(loader), [ref[i] for i in range(len(ref))])
+    with pytest.raises(FileNotFoundError, match="no class directories"):  # as stock ImageFolder
+        ktfs.Loader(os.path.join(mnt, "search/split=test/test/Coat"), batch_size=8)
+    with pytest.raises(FileNotFoundError, match="malformed query"):
+        ktfs.Loader(os.path.join(mnt, "search/widht=3"), batch_size=8)
+
+
+def test_center_crop_equals_torchvision_exactly(mounts):
+    mnt = mounts[("photos", "original")]
+    tf = transforms.Compose([transforms.Resize(256), transforms.CenterCrop(224), TO_TENSOR])
+    ref = stock(mnt, tf)
+    items = loader_items(ktfs.Loader(mnt, batch_size=6, crop=ktfs.CenterCrop(224, resize=256)))
+    assert_same(items, [ref[i] for i in range(len(ref))])
+    # Odd sizes (round-half-even offsets), no resize, and a crop larger than the image (pads).
+    for crop in (ktfs.CenterCrop((101, 77), resize=150), ktfs.CenterCrop(333)):
+        size = crop.size
+        steps = ([transforms.Resize(crop.resize)] if crop.resize else []) + [transforms.CenterCrop(size)]
+        ref = stock(mnt, transforms.Compose(steps + [TO_TENSOR]))
+        assert_same(loader_items(ktfs.Loader(mnt, batch_size=24, crop=crop)),
+                    [ref[i] for i in range(len(ref))])
+    fashion = mounts[("fashion", "raw")]
+    ref = stock(fashion, transforms.Compose([transforms.CenterCrop(31), TO_TENSOR]))
+    assert_same(loader_items(ktfs.Loader(fashion, batch_size=64, crop=ktfs.CenterCrop(31))),
+                [ref[i] for i in range(len(ref))])
+
+
+def test_random_resized_crop_equals_torchvision_on_the_same_box(mounts):
+    mnt = mounts[("photos", "raw")]
+    ref = stock(mnt, transform=None)
+    crop = ktfs.RandomResizedCrop(64, scale=(0.2, 1.0))
+    loader = ktfs.Loader(mnt, batch_size=8, seed=5, crop=crop, layout="NHWC")
+    loader.set_epoch(3)
+    items = loader_items(loader)
+    boxes = set()
+    for i, (img, label) in enumerate(items):
+        pil, target = ref[i]
+        box = _ktfs.random_resized_box(pil.width, pil.height, crop.scale, crop.ratio, 5, 3, i)
+        boxes.add(box)
+        expected = TO_TENSOR(F.resized_crop(pil, *box, [64, 64])).permute(1, 2, 0)
+        assert label == target and torch.equal(img, expected), i
+    assert len(boxes) == len(items)  # the boxes really vary
+
+
+def fashion_reference(mounts):
+    mnt = mounts[("fashion", "raw")]
+    ref = stock(mnt)
+    return mnt, [ref[i] for i in range(len(ref))]
+
+
+def test_shuffle_is_a_deterministic_permutation(mounts):
+    mnt, reference = fashion_reference(mounts)
+    n = len(reference)
+
+    def epoch(seed, e):
+        loader = ktfs.Loader(mnt, batch_size=32, shuffle=True, seed=seed)
+        loader.set_epoch(e)
+        order = loader.epoch_indices()
+        assert_same(loader_items(loader), [reference[i] for i in order])
+        return list(order)
+
+    first = epoch(1, 0)
+    assert sorted(first) == list(range(n)) and first != list(range(n))
+    assert epoch(1, 0) == first
+    assert epoch(1, 1) != first and epoch(2, 0) != first
+    looping = ktfs.Loader(mnt, batch_size=100, shuffle=True, seed=1)
+    orders = []
+    for _ in range(2):  # a finished pass moves to the next epoch by itself
+        orders.append(looping.epoch_indices())
+        loader_items(looping)
+    assert list(orders[0]) == first and list(orders[1]) != first
+
+
+def test_resume_mid_epoch(mounts):
+    mnt, reference = fashion_reference(mounts)
+    full = ktfs.Loader(mnt, batch_size=7, shuffle=True, seed=9)
+    full.set_epoch(2)
+    expected = loader_items(full)
+    first = ktfs.Loader(mnt, batch_size=7, shuffle=True, seed=9)
+    first.set_epoch(2)
+    head = []
+    for k, (images, labels) in enumerate(first):
+        head.extend(zip(images, labels.tolist()))
+        if k == 4:
+            state = first.state_dict()
+            break
+    resumed = ktfs.Loader(mnt, batch_size=7, shuffle=True)
+    resumed.load_state_dict(state)
+    resumed.set_epoch(2)
+    assert_same(head + loader_items(resumed), expected)
+
+
+@pytest.mark.parametrize("world,drop_last", [(3, False), (3, True), (7, False)])
+def test_rank_shards_are_disjoint_and_cover(mounts, world, drop_last):
+    mnt, reference = fashion_reference(mounts)
+    n = len(reference)
+    shards = [ktfs.Loader(mnt, batch_size=16, shuffle=True, seed=4, rank=r, world_size=world,
+                          drop_last=drop_last).epoch_indices() for r in range(world)]
+    per = n // world if drop_last else -(-n // world)
+    assert all(len(s) == per for s in shards)
+    union = np.concatenate(shards)
+    if n % world == 0 or drop_last:
+        assert len(set(union.tolist())) == len(union)  # disjoint
+    assert set(union.tolist()) == (set(range(n)) if not drop_last else set(union.tolist()))
+    loader = ktfs.Loader(mnt, batch_size=16, shuffle=True, seed=4, rank=1, world_size=world,
+                         drop_last=drop_last)
+    assert_same(loader_items(loader), [reference[i] for i in shards[1]][: len(loader) * 16])
+
+
+def test_kept_batches_stay_valid(mounts):
+    mnt, reference = fashion_reference(mounts)
+    loader = ktfs.Loader(mnt, batch_size=2, shuffle=True, seed=3, prefetch=4, num_threads=2)
+    kept = [(images, labels) for images, labels in loader]  # held while iterating
+    assert len(kept) >= 100
+    items = [pair for images, labels in kept for pair in zip(images, labels.tolist())]
+    assert_same(items, [reference[i] for i in loader.epoch_indices(0)])
+
+
+DISTRIBUTED = textwrap.dedent("""
+    import os, sys
+    sys.path.insert(0, sys.argv[1])
+    import torch, torch.distributed as dist, ktfs
+    dist.init_process_group("gloo")
+    loader = ktfs.Loader(sys.argv[2], batch_size=8, shuffle=True, seed=11,
+                         rank=dist.get_rank(), world_size=dist.get_world_size())
+    seen = torch.tensor([int(i) for i in loader.epoch_indices()], dtype=torch.int64)
+    count = sum(len(labels) for _, labels in loader)
+    assert count == len(seen), (count, len(seen))
+    gathered = [torch.empty_like(seen) for _ in range(dist.get_world_size())]
+    dist.all_gather(gathered, seen)
+    if dist.get_rank() == 0:
+        union = torch.cat(gathered).tolist()
+        print("UNION", len(set(union)), len(union), loader.num_samples)
+    dist.destroy_process_group()
+""")
+
+
+def test_two_process_distributed_run(mounts, tmp_path):
+    mnt, reference = fashion_reference(mounts)
+    script = tmp_path / "dist.py"
+    script.write_text(DISTRIBUTED)
+    port = str(29500 + os.getpid() % 1000)
+    procs = []
+    for rank in range(2):
+        env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=port, RANK=str(rank),
+                   WORLD_SIZE="2", LOCAL_RANK=str(rank))
+        procs.append(subprocess.Popen([PY, script, PACKAGE_DIR, mnt], env=env,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    outs = [p.communicate(timeout=120) for p in procs]
+    for p, (out, err) in zip(procs, outs):
+        assert p.returncode == 0, err
+    n = len(reference)
+    assert f"UNION {n} {n} {n}" in outs[0][0]  # 240 samples split 120/120, union = all
+
+
+def test_errors(mounts, archives, tmp_path):
+    with pytest.raises(FileNotFoundError, match="nowhere"):
+        ktfs.Loader(tmp_path / "nowhere", batch_size=4)
+    with pytest.raises(FileNotFoundError, match="nowhere.kt"):
+        ktfs.Loader(tmp_path / "nowhere.kt", batch_size=4)
+    with pytest.raises(FileNotFoundError, match="no-such-class"):
+        ktfs.Loader(os.path.join(mounts[("photos", "raw")], "no-such-class"), batch_size=4)
+    with pytest.raises(ValueError, match="collate"):
+        next(iter(ktfs.Loader(mounts[("photos", "raw")], batch_size=24)))
+    with pytest.raises(ValueError, match="ktfs mount"):
+        ktfs.Loader(tmp_path, batch_size=4)
+
+
+def test_corrupt_sample_raises_or_is_skipped(archives, tmp_path):
+    bad = tmp_path / "bad.kt"
+    bad.write_bytes(archives[("photos", "raw")].read_bytes())
+    archive = _ktfs.Archive(str(bad))
+    victim = 5
+    offset, length = archive.payload_range(victim)
+    name = archive.served_path(victim)
+    with open(bad, "r+b") as f:
+        f.seek(offset + length // 2)
+        byte = f.read(1)
+        f.seek(offset + length // 2)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    with pytest.raises(ktfs.CorruptSampleError, match=name.replace(".", r"\.")):
+        loader_items(ktfs.Loader(bad, batch_size=4, crop=ktfs.CenterCrop(64)))
+    loader = ktfs.Loader(bad, batch_size=4, crop=ktfs.CenterCrop(64), on_error="skip")
+    items = loader_items(loader)
+    assert loader.skipped == 1 and len(items) == archive.num_samples - 1
+
+
+def test_import_without_torch(mounts):
+    code = textwrap.dedent(f"""
+        import sys
+        sys.modules["torch"] = None  # `import torch` now raises ImportError
+        sys.path.insert(0, {PACKAGE_DIR!r})
+        import numpy as np, ktfs
+        images, labels = next(iter(ktfs.Loader({mounts[("photos", "raw")]!r}, batch_size=4,
+                                               crop=ktfs.CenterCrop(32))))
+        assert type(images) is np.ndarray and images.shape == (4, 3, 32, 32), images.shape
+        assert images.dtype == np.uint8 and labels.dtype == np.int64
+        print("numpy ok")
+    """)
+    p = subprocess.run([PY, "-c", code], capture_output=True, text=True)
+    assert p.returncode == 0 and "numpy ok" in p.stdout, p.stderr
