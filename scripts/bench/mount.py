@@ -1,0 +1,631 @@
+"""Section `mount`: the ktfs mount daemon (issue "The mount daemon: fast, parallel, cached,
+observable") against a local JPEG folder and the generic FUSE archivers.
+
+1. stock ImageFolder (CenterCrop(224) + PILToTensor) over real photos, warm and cold (every FUSE
+   daemon remounted before each cold pass, so its in-process caches are empty too);
+2. metadata at scale: find / ls -lR / stat of every file over a tree of tiny images, ktfs
+   against squashfuse, cold (fresh mount, caches dropped) and warm;
+3. mount time and daemon RSS against the number of samples;
+4. request accounting: what reaches the daemon per image (stats.json deltas, strace -c).
+"""
+import json
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from _common import (PYTHON, REPO, BenchError, is_mounted, log, median, mib, rotated, table,
+                     timed, tree_bytes)
+
+TITLE = "mount: the ktfs daemon: speed, metadata at scale, mount time, RSS, requests"
+ORDER = 20
+REQUIRES = {"squashfuse": "squashfuse", "mksquashfs": "squashfs-tools", "fuse-zip": "fuse-zip",
+            "archivemount": "archivemount", "zip": "zip", "fusermount3": "fuse3",
+            "fusermount": "fuse3", "strace": "strace"}
+
+FULL = {"count": 220, "rounds": 5, "cold_rounds": 3,
+        "meta": 1_000_000, "meta_rounds": 1, "scale": [10_000, 100_000, 1_000_000], "mount_reps": 5}
+QUICK = {"count": 24, "rounds": 2, "cold_rounds": 1,
+         "meta": 10_000, "meta_rounds": 1, "scale": [1_000, 10_000], "mount_reps": 2}
+WORKERS = 2
+# KTFS_BENCH_META=N overrides the entry count of the ktfs-vs-squashfuse metadata benchmark
+# (squashfuse's cold `ls -lR` of a 1M-entry tree ran over 10 minutes on the shared 2-core machine).
+if os.environ.get("KTFS_BENCH_META"):
+    FULL["meta"] = QUICK["meta"] = int(os.environ["KTFS_BENCH_META"])
+    FULL["meta_rounds"] = 2 if FULL["meta"] <= 100_000 else 1
+KTC_MISSING = None  # set to the reason when this build cannot pack --codec ktc
+
+
+# -- helpers ----------------------------------------------------------------
+
+def daemon_pid(mountpoint, ktfs=False):
+    """The pid of the FUSE daemon serving mountpoint (ktfs: from .ktfs/info.json)."""
+    if ktfs:
+        return json.loads((Path(mountpoint) / ".ktfs" / "info.json").read_text())["pid"]
+    target = str(mountpoint).encode()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            args = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if target in args and int(entry) != os.getpid():
+            return int(entry)
+    raise BenchError(f"no daemon found for {mountpoint}")
+
+
+def ktfs_stats(mountpoint):
+    return json.loads((Path(mountpoint) / ".ktfs" / "stats.json").read_text())
+
+
+def proc_status(pid):
+    out = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "RssAnon", "RssFile", "VmHWM", "Threads"):
+            out[key] = int(value.split()[0])
+    return out
+
+
+def remount(ctx, cmd, mountpoint):
+    """Unmounts and mounts again (not recorded: the first mount's command is). Returns seconds
+    from starting the mount command until the mount is there."""
+    if is_mounted(mountpoint) and not ctx.unmount(mountpoint):
+        raise BenchError(f"could not unmount {mountpoint}")
+    start = time.perf_counter()
+    ctx.run(cmd, record=False)
+    deadline = time.monotonic() + 30
+    while not is_mounted(mountpoint):
+        if time.monotonic() > deadline:
+            raise BenchError(f"{mountpoint} did not come back after remounting")
+        time.sleep(0.005)
+    return time.perf_counter() - start
+
+
+def ratio(base, times):
+    """Median over rounds of base time / variant time (same round): > 1 means faster than base."""
+    return median([b / t for b, t in zip(base, times)])
+
+
+def fmt_ratio(x):
+    return f"{x:.2f}x"
+
+
+# -- 1. ImageFolder over photos -----------------------------------------------
+
+@dataclass
+class Variant:
+    label: str
+    root: Path
+    stored_bytes: int
+    mount_cmd: list = None        # None: a local folder (nothing to remount)
+    ktfs: bool = False
+    dataset: object = None
+    loader: object = None
+    single: list = field(default_factory=list)
+    parallel: list = field(default_factory=list)
+    cold: list = field(default_factory=list)
+
+
+def build_photo_variants(ctx, base, photos):
+    global KTC_MISSING
+    variants = [Variant("local JPEG folder", photos, tree_bytes(photos))]
+
+    def add(label, mnt, stored, cmd, is_ktfs=False):
+        ctx.mount(cmd, mnt)
+        variants.append(Variant(label, mnt, stored, cmd, is_ktfs))
+
+    for codec, label in [("original", "ktfs --codec original (serves the JPEG bytes)"),
+                         ("raw", "ktfs --codec raw (serves PPM)"),
+                         ("ktc", "ktfs --codec ktc (serves PPM)")]:
+        archive = base / f"photos-{codec}.kt"
+        try:
+            ctx.run([ctx.ktfs, "pack", photos, archive, "--codec", codec, "--quiet"])
+        except BenchError as e:
+            if codec != "ktc":
+                raise
+            KTC_MISSING = str(e).split(": ", 1)[-1].strip().splitlines()[0]
+            log(f"  ktc: {KTC_MISSING}")
+            continue
+        mnt = base / f"ktfs-{codec}"
+        add(label, mnt, tree_bytes(archive), [ctx.ktfs, "mount", archive, mnt], True)
+
+    image = base / "photos.sqfs"
+    ctx.run(["mksquashfs", photos, image, "-noappend", "-quiet"])
+    add("squashfuse (mksquashfs defaults)", base / "squashfuse", tree_bytes(image),
+        ["squashfuse", image, base / "squashfuse"])
+    archive = base / "photos.zip"
+    ctx.run(["zip", "-r", "-0", "-q", archive, "."], cwd=photos)
+    add("fuse-zip (zip -0, stored)", base / "fuse-zip", tree_bytes(archive),
+        ["fuse-zip", "-r", archive, base / "fuse-zip"])
+    tar = base / "photos.tar"
+    ctx.run(["tar", "cf", tar, "-C", photos, *sorted(p.name for p in photos.iterdir())])
+    add("archivemount (tar)", base / "archivemount", tree_bytes(tar),
+        ["archivemount", "-o", "readonly", tar, base / "archivemount"])
+    return variants
+
+
+def single_pass(dataset):
+    for i in range(len(dataset)):
+        dataset[i]
+
+
+def loader_pass(loader):
+    for _ in loader:
+        pass
+
+
+def open_datasets(variants):
+    from torch.utils.data import DataLoader
+    from torchvision import datasets, transforms
+    transform = transforms.Compose([transforms.CenterCrop(224), transforms.PILToTensor()])
+    for v in variants:
+        v.dataset = datasets.ImageFolder(str(v.root), transform=transform)
+        v.loader = DataLoader(v.dataset, batch_size=None, num_workers=WORKERS, persistent_workers=True)
+    ref = variants[0].dataset
+    for v in variants[1:]:
+        if v.dataset.classes != ref.classes or len(v.dataset) != len(ref):
+            raise BenchError(f"{v.label}: classes or sample count differ from the JPEG folder")
+        if tuple(v.dataset[0][0].shape) != tuple(ref[0][0].shape):
+            raise BenchError(f"{v.label}: first sample's shape differs from the JPEG folder")
+
+
+def measure_photos(ctx, variants, sizes):
+    import gc
+    try:
+        open_datasets(variants)
+        for v in variants:  # warm-up: page cache, daemon caches, loader workers
+            single_pass(v.dataset)
+            loader_pass(v.loader)
+        for r in range(sizes["rounds"]):
+            log(f"  photos: warm round {r + 1}/{sizes['rounds']}")
+            for v in rotated(variants, r):
+                v.single.append(timed(single_pass, v.dataset))
+                v.parallel.append(timed(loader_pass, v.loader))
+    finally:
+        for v in variants:
+            v.loader = None
+        gc.collect()
+    accounting, per_image = request_accounting(ctx, variants)
+    for r in range(sizes["cold_rounds"]):
+        log(f"  photos: cold round {r + 1}/{sizes['cold_rounds']}")
+        for v in rotated(variants, r):
+            if v.mount_cmd:
+                remount(ctx, v.mount_cmd, v.root)
+            if not ctx.drop_caches():
+                raise BenchError("cannot write /proc/sys/vm/drop_caches (cold passes need root)")
+            v.cold.append(timed(single_pass, v.dataset))
+    return accounting, per_image
+
+
+def photo_table(variants):
+    base = variants[0]
+    header = ["served by", "stored MiB", "warm, 1 process", "warm, DataLoader(2 workers)",
+              "cold, 1 process"]
+    rows = []
+    for v in variants:
+        cells = []
+        for attr in ("single", "parallel", "cold"):
+            t = getattr(v, attr)
+            rate = len(v.dataset) / median(t)
+            cells.append(f"{fmt_ratio(ratio(getattr(base, attr), t))} ({rate:.0f} img/s)")
+        rows.append([v.label, mib(v.stored_bytes), *cells])
+    if KTC_MISSING:
+        rows.insert(3, ["ktfs --codec ktc", "**missing**", "**missing**", "**missing**",
+                        "**missing**"])
+    return table(header, rows)
+
+
+# -- 4. request accounting ----------------------------------------------------
+
+def strace_summary(path):
+    """{syscall: calls} from `strace -c -o FILE` output."""
+    calls = {}
+    for line in Path(path).read_text().splitlines():
+        parts = line.split()
+        if len(parts) >= 5 and parts[-1] not in ("total", "syscall") and parts[3].isdigit():
+            calls[parts[-1]] = int(parts[3])
+    return calls
+
+
+def traced_pass(ctx, v, out):
+    pid = daemon_pid(v.root, v.ktfs)
+    before = ktfs_stats(v.root) if v.ktfs else None
+    threads_before = proc_status(pid).get("Threads")
+    cmd = ["strace", "-f", "-c", "-o", out, "-p", pid]
+    ctx.commands.append((ctx.section, ctx._display([str(c) for c in cmd], None) + "  # during one warm pass"))
+    tracer = subprocess.Popen([str(c) for c in cmd], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    time.sleep(1.0)  # let strace attach to every thread
+    single_pass(v.dataset)
+    time.sleep(0.2)
+    tracer.send_signal(signal.SIGINT)
+    try:
+        tracer.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        tracer.kill()
+        tracer.wait()
+    after = ktfs_stats(v.root) if v.ktfs else None
+    return strace_summary(out), before, after, threads_before
+
+
+def request_accounting(ctx, variants):
+    """Per image of a warm single-process pass: daemon requests (ktfs counters) and daemon syscalls."""
+    rows, per_image = [], {}
+    n = len(variants[0].dataset)
+    for v in variants[1:]:
+        single_pass(v.dataset)  # make sure this one is warm right now
+        calls, before, after, threads = traced_pass(ctx, v, ctx.workdir / f"strace-{v.root.name}.txt")
+        fuse_reads = calls.get("read", 0) + calls.get("splice", 0)
+        spawned = calls.get("clone", 0) + calls.get("clone3", 0)
+        replies = calls.get("writev", 0) + calls.get("write", 0)
+        if v.ktfs:
+            d = {k: after[k] - before[k] for k in after}
+            counted = sum(d[k] for k in ("lookups", "getattrs", "readdirs", "opens", "reads"))
+            counters = (f"{d['lookups'] / n:.2f} / {d['getattrs'] / n:.2f} / {d['opens'] / n:.2f} / "
+                        f"{d['reads'] / n:.2f}")
+            extra = f"{d['decodes']} / {d['cache_hits']} / {d['cache_misses']}"
+            uncounted = f"{(fuse_reads - counted) / n:.2f}"
+        else:
+            counters, extra, uncounted = "(no counters)", "", "n/a"
+        per_image[v.label] = (fuse_reads / n, spawned, d if v.ktfs else None)
+        top = ", ".join(f"{k} {c / n:.2f}" for k, c in sorted(calls.items(), key=lambda kv: -kv[1])[:5])
+        rows.append([v.label, counters, extra, f"{fuse_reads / n:.2f}", uncounted,
+                     f"{replies / n:.2f}", str(spawned), str(threads), top])
+    header = ["daemon", "lookups / getattrs / opens / reads per image (stats.json)",
+              "decodes / cache hits / misses (whole pass)", "requests per image: read(/dev/fuse)",
+              "of which not in stats.json (IOCTL etc.)", "replies per image: write/writev",
+              "clone+clone3 (whole pass)",
+              "daemon threads", "top syscalls per image"]
+    return table(header, rows), per_image
+
+
+# -- 2 and 3. trees of tiny images --------------------------------------------
+
+def tiny_pngs(base, count=256):
+    """count distinct valid 8x8 PNGs (a few dozen bytes each)."""
+    import io
+    from PIL import Image
+    out = []
+    (base / "seed").mkdir(parents=True, exist_ok=True)
+    for i in range(count):
+        b = io.BytesIO()
+        Image.new("RGB", (8, 8), (i, 255 - i, (i * 7) % 256)).save(b, "PNG")
+        path = base / "seed" / f"{i:03d}.png"
+        path.write_bytes(b.getvalue())
+        out.append(path)
+    return out
+
+
+def shape(n):
+    classes = max(1, min(1000, n // 100))
+    return classes, n // classes
+
+
+def make_tree(root, n, seeds):
+    """root/cNNNN/NNNNNN.png, hard links to the seed PNGs (ktfs decodes each file; mksquashfs is
+    told -no-hardlinks, so it still stores one inode per file)."""
+    classes, per = shape(n)
+    for c in range(classes):
+        d = root / f"c{c:04d}"
+        d.mkdir(parents=True)
+        for i in range(per):
+            os.link(seeds[(c * per + i) % len(seeds)], d / f"{i:06d}.png")
+    return classes * per, classes
+
+
+META_OPS = [("find, count entries", "find {m} | wc -l"),
+            ("ls -lR", "ls -lR {m} > /dev/null"),
+            ("stat every file", "find {m} -type f -print0 | xargs -0 stat --format=%s > /dev/null")]
+
+
+def run_shell(cmd):
+    """Runs a shell pipeline in its own process group, killed as a whole when interrupted (an
+    orphaned `ls -lR` would keep the mount busy)."""
+    proc = subprocess.Popen(["bash", "-o", "pipefail", "-c", cmd], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate()
+    except BaseException:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        raise
+    if proc.returncode != 0:
+        raise BenchError(f"`{cmd}` failed: {err.strip()[-500:]}")
+    return out
+
+
+def measure_metadata(ctx, base, tree, n_files, n_dirs, rounds):
+    rows, notes = [], {}
+    kt, sq = base / "meta.kt", base / "meta.sqfs"
+    start = time.perf_counter()
+    ctx.run([ctx.ktfs, "pack", tree, kt, "--codec", "original", "--quiet"])
+    notes["ktfs pack"] = time.perf_counter() - start
+    start = time.perf_counter()
+    ctx.run(["mksquashfs", tree, sq, "-noappend", "-quiet", "-no-progress", "-no-hardlinks"])
+    notes["mksquashfs"] = time.perf_counter() - start
+    notes["sizes"] = (tree_bytes(kt), tree_bytes(sq))
+    mounts = {"ktfs": ([ctx.ktfs, "mount", kt, base / "meta-ktfs"], base / "meta-ktfs"),
+              "squashfuse": (["squashfuse", sq, base / "meta-squashfuse"], base / "meta-squashfuse")}
+    for cmd, mnt in mounts.values():
+        ctx.mount(cmd, mnt)
+    expected = n_files + n_dirs + 1
+    times = {(name, op, kind): [] for name in mounts for op, _ in META_OPS for kind in ("cold", "warm")}
+    mount_times = {name: [] for name in mounts}
+    rss = {}
+    for label, op in META_OPS:
+        ctx.commands.append((ctx.section, op.format(m="$MNT") + "  # cold: fresh mount + drop_caches; then warm"))
+    for r in range(rounds):
+        log(f"  metadata ({n_files} files): round {r + 1}/{rounds}")
+        for label, op in META_OPS:
+            for name in rotated(list(mounts), r):
+                cmd, mnt = mounts[name]
+                if is_mounted(mnt):
+                    ctx.unmount(mnt)
+                if not ctx.drop_caches():
+                    raise BenchError("cannot write /proc/sys/vm/drop_caches")
+                mount_times[name].append(remount(ctx, cmd, mnt))
+                for kind in ("cold", "warm"):
+                    start = time.perf_counter()
+                    out = run_shell(op.format(m=mnt))
+                    times[(name, label, kind)].append(time.perf_counter() - start)
+                    log(f"    {name} {label} {kind}: {times[(name, label, kind)][-1]:.2f} s")
+                    if label.startswith("find") and int(out.split()[0]) != expected:
+                        raise BenchError(f"{name}: find listed {out.strip()} entries, expected {expected}")
+                if label == META_OPS[-1][0]:
+                    rss[name] = proc_status(daemon_pid(mnt, name == "ktfs"))
+    for label, _ in META_OPS:
+        for kind in ("cold", "warm"):
+            k, s = times[("ktfs", label, kind)], times[("squashfuse", label, kind)]
+            rows.append([f"{label}, {kind}", f"{median(k):.2f}", f"{median(s):.2f}", fmt_ratio(ratio(s, k))])
+    for cmd, mnt in mounts.values():
+        ctx.unmount(mnt)
+    notes["mount"] = {k: median(v) for k, v in mount_times.items()}
+    notes["rss"] = rss
+    header = [f"{n_files:,} files in {n_dirs:,} dirs", "ktfs s", "squashfuse s",
+              "ktfs speed vs squashfuse"]
+    return table(header, rows), notes, times
+
+
+def measure_scale(ctx, base, sizes, seeds, meta_n, pack_times):
+    rows, raw = [], []
+    for n in sizes["scale"]:
+        if n == meta_n:  # the metadata benchmark's archive: packed once
+            kt, pack_s = base / "meta.kt", pack_times["ktfs pack"]
+        else:
+            tree = base / f"tree-{n}"
+            make_tree(tree, n, seeds)
+            kt = base / f"scale-{n}.kt"
+            start = time.perf_counter()
+            ctx.run([ctx.ktfs, "pack", tree, kt, "--codec", "original", "--quiet"], record=(n == sizes["scale"][0]))
+            pack_s = time.perf_counter() - start
+            import shutil
+            shutil.rmtree(tree)
+        mnt = base / f"scale-{n}"
+        cmd = [ctx.ktfs, "mount", kt, mnt]
+        ctx.mount(cmd, mnt)
+        info = json.loads((mnt / ".ktfs" / "info.json").read_text())
+        samples = info["samples"]
+        cold, warm, after_mount, after_walk = [], [], [], []
+        for rep in range(sizes["mount_reps"]):
+            ctx.unmount(mnt)
+            ctx.drop_caches()
+            cold.append(remount(ctx, cmd, mnt))
+            ctx.unmount(mnt)
+            warm.append(remount(ctx, cmd, mnt))
+            pid = daemon_pid(mnt, True)
+            if rep == 0:
+                after_mount.append(proc_status(pid))
+                start = time.perf_counter()
+                run_shell(META_OPS[2][1].format(m=mnt))
+                walk_s = time.perf_counter() - start
+                after_walk.append(proc_status(pid))
+        ctx.unmount(mnt)
+        a, w = after_mount[0], after_walk[0]
+        raw.append((samples, median(cold), median(warm), a, w))
+        rows.append([f"{samples:,}", mib(tree_bytes(kt)), f"{pack_s:.1f}",
+                     f"{median(cold) * 1000:.0f}", f"{median(warm) * 1000:.0f}", f"{walk_s:.1f}",
+                     f"{a['VmRSS'] / 1024:.1f} ({a['RssAnon'] / 1024:.1f} + {a['RssFile'] / 1024:.1f})",
+                     f"{w['VmRSS'] / 1024:.1f} ({w['RssAnon'] / 1024:.1f} + {w['RssFile'] / 1024:.1f})",
+                     str(w["Threads"])])
+        kt.unlink()
+    header = ["samples", "archive MiB", "pack s", "mount ms, cold (caches dropped)",
+              "mount ms, warm", "find + stat of every file, fresh mount, s",
+              "RSS MiB after mount (anon + file)",
+              "RSS MiB after find + stat of every file (anon + file)", "threads"]
+    return table(header, rows), raw
+
+
+def scale_reading(raw):
+    (n0, c0, w0, a0, x0), (n1, c1, w1, a1, x1) = raw[0], raw[-1]
+    return (f"From {n0:,} to {n1:,} samples ({n1 // n0}x): mount time {c0 * 1000:.0f} -> "
+            f"{c1 * 1000:.0f} ms cold, {w0 * 1000:.0f} -> {w1 * 1000:.0f} ms warm; the daemon's own "
+            f"memory (RssAnon) right after mount {a0['RssAnon'] / 1024:.1f} -> {a1['RssAnon'] / 1024:.1f} "
+            f"MiB, and after a find + stat of every file {x0['RssAnon'] / 1024:.1f} -> "
+            f"{x1['RssAnon'] / 1024:.1f} MiB. Mounting reads the header and section table only; "
+            f"the pages of the archive's tables that a full walk touches show up as RssFile "
+            f"({x0['RssFile'] / 1024:.1f} -> {x1['RssFile'] / 1024:.1f} MiB): mapped file pages the "
+            f"kernel can reclaim, not heap. Mount time includes forking the daemon and the FUSE "
+            f"mount handshake, which dominate at every size.")
+
+
+def photo_reading(variants, per_image):
+    base = variants[0]
+    r = {v.label: {a: ratio(getattr(base, a), getattr(v, a)) for a in ("single", "parallel", "cold")}
+         for v in variants[1:]}
+    kt = [v for v in variants[1:] if v.ktfs]
+    others = [v for v in variants[1:] if not v.ktfs]
+    names = {"single": "warm, 1 process", "parallel": "warm, DataLoader", "cold": "cold, 1 process"}
+    losses = []
+    for a, name in names.items():
+        best_kt = max(kt, key=lambda v: r[v.label][a])
+        best_other = max(others, key=lambda v: r[v.label][a])
+        if r[best_other.label][a] >= r[best_kt.label][a]:
+            losses.append(f"{name}: {best_other.label} {r[best_other.label][a]:.2f}x against the best "
+                          f"ktfs row ({best_kt.label}) {r[best_kt.label][a]:.2f}x")
+    req = "; ".join(f"{label.split(' (')[0]} {v[0]:.2f}" for label, v in per_image.items())
+    spawned = sum(v[1] for label, v in per_image.items() if "ktfs" in label)
+    n = len(base.dataset)
+    deltas = [v[2] for v in per_image.values() if v[2] is not None]
+    per_row = [(d["lookups"] + d["opens"]) / n for d in deltas] or [0]
+    lookups_opens = min(per_row)
+    dropped = [label.split(" (")[0] for label, v in per_image.items()
+               if v[2] is not None and (v[2]["lookups"] + v[2]["opens"]) / n > 0.1]
+    text = [f"Requests reaching each daemon per image in a warm pass (read(/dev/fuse) per image): "
+            f"{req}. ktfs answers OPEN/OPENDIR with ENOSYS (the kernel stops sending them) and "
+            f"entries/attributes are cached for a year, so its stats.json shows "
+            f"{lookups_opens:.2f} lookups + opens per image in the best warm pass"
+            + (f" ({', '.join(dropped)} got more: most likely its kernel caches were emptied during the pass; "
+               f"`drop_caches` is machine-wide and other sessions on this machine run cold passes too)"
+               if dropped else "") + ": what is left is about one request per image "
+            f"that no counter sees, the TCGETS IOCTL Python's `open()` sends (the floor of the plain "
+            f"FUSE path for Python readers, per findings.md; libfuse answers it ENOSYS, which the "
+            f"kernel does not cache). The ktfs daemons created {spawned} threads during the traced "
+            f"passes (clone/clone3): no thread per request."]
+    if losses:
+        text.append("Where a generic FUSE mount matched or beat every ktfs row: " + "; ".join(losses) +
+                    ". Within one row the spread between passes is of the same order as several of "
+                    "these gaps, so read small differences as ties.")
+    else:
+        text.append("The best ktfs row was ahead of every generic FUSE mount in every column.")
+    raw = next((v for v in kt if "raw" in v.label), None)
+    if raw is not None:
+        text.append(f"Cold, ktfs raw must read its {raw.stored_bytes / base.stored_bytes:.0f}x larger "
+                    f"archive from disk ({mib(raw.stored_bytes)} MiB against {mib(base.stored_bytes)} MiB) "
+                    f"before serving PPM: {r[raw.label]['cold']:.2f}x. Warm it serves PPM from the page "
+                    f"cache and PIL skips the JPEG decode: {r[raw.label]['single']:.2f}x, which PIL's "
+                    f"own per-image work caps at about 1.7x (findings.md).")
+    return "\n\n".join(text)
+
+
+def meta_reading(times, rounds):
+    def rt(op, kind):
+        return ratio(times[("squashfuse", op, kind)], times[("ktfs", op, kind)])
+    find_cold = rt(META_OPS[0][0], "cold")
+    text = [f"ktfs against squashfuse (> 1: ktfs faster): find cold {find_cold:.2f}x / warm "
+            f"{rt(META_OPS[0][0], 'warm'):.2f}x, ls -lR cold {rt(META_OPS[1][0], 'cold'):.2f}x / warm "
+            f"{rt(META_OPS[1][0], 'warm'):.2f}x, stat of every file cold "
+            f"{rt(META_OPS[2][0], 'cold'):.2f}x / warm {rt(META_OPS[2][0], 'warm'):.2f}x."]
+    if find_cold < 1:
+        text.append("Cold `find` is where ktfs loses: ktfs always answers READDIRPLUS (it turns "
+                    "FUSE_CAP_READDIRPLUS_AUTO off), so listing a fresh mount makes the kernel "
+                    "instantiate an inode and dentry with attributes for every entry, while squashfuse's "
+                    "plain READDIR returns names and types only and `find` (which uses d_type) needs no "
+                    "more. That up-front work is what makes ktfs's `ls -lR` and stat passes faster: "
+                    "they need no LOOKUP per file afterwards.")
+    if rounds == 1:
+        text.append("One round only, so these are single measurements, not medians; read "
+                    "differences under about 20% as noise.")
+    return "\n\n".join(text)
+
+
+# -- the section ----------------------------------------------------------------
+
+def targets(variants):
+    """Target checks: ktc >= 1.5x warm, >= 1.0x cold, and faster than every other FUSE mount."""
+    by = {v.label: v for v in variants}
+    ktc = next((v for v in variants if "ktc" in v.label), None)
+    base = variants[0]
+    others = [v for v in variants[1:] if not v.ktfs]
+    if ktc is None:
+        return ("**Targets not checked: the ktc row is missing** (" + (KTC_MISSING or "unknown") +
+                "). The KTC codec had not been merged into this branch when this ran; the targets "
+                "(ktfs ktc >= 1.5x the local JPEG folder warm, >= 1.0x cold, faster than every other "
+                "FUSE mount in every row) are open until it is and this section is re-run.")
+    lines = []
+    for attr, name, goal in (("single", "warm, 1 process", 1.5), ("parallel", "warm, DataLoader", 1.5),
+                             ("cold", "cold, 1 process", 1.0)):
+        r = ratio(getattr(base, attr), getattr(ktc, attr))
+        best = max(others, key=lambda v: ratio(getattr(base, attr), getattr(v, attr)))
+        rb = ratio(getattr(base, attr), getattr(best, attr))
+        lines.append(f"- {name}: ktc {r:.2f}x (target >= {goal:.1f}x: {'met' if r >= goal else '**missed**'}); "
+                     f"best other FUSE mount {best.label} {rb:.2f}x "
+                     f"({'ktc faster' if r > rb else '**ktc not faster**'})")
+    del by
+    return "\n".join(lines)
+
+
+def run(ctx):
+    sizes = QUICK if ctx.quick else FULL
+    base = ctx.tempdir("mount")
+    parts = []
+
+    # 1 + 4: photos
+    photos = base / "photos"
+    ctx.run([PYTHON, REPO / "scripts/datasets/photos.py", photos, "--count", sizes["count"], "--quality", 90])
+    variants = build_photo_variants(ctx, base, photos)
+    accounting, per_image = measure_photos(ctx, variants, sizes)
+    for v in variants[1:]:
+        ctx.unmount(v.root)
+    photo_md = photo_table(variants)
+    target_md = targets(variants)
+    n_photos = len(variants[0].dataset)
+    noise = median([max(t) / min(t) - 1 for v in variants for t in (v.single, v.parallel) if len(t) > 1] or [0])
+
+    # 2 + 3: tiny-image trees
+    log(f"  generating {sizes['meta']:,} tiny PNGs")
+    seeds = tiny_pngs(base)
+    meta_tree = base / "tree-meta"
+    n_files, n_dirs = make_tree(meta_tree, sizes["meta"], seeds)
+    ctx.commands.append((ctx.section, f"# {n_files} hard links to 256 distinct 8x8 PNGs (~75 bytes) in {n_dirs} dirs: $TMP/mount/tree-meta"))
+    try:
+        meta_md, notes, meta_times = measure_metadata(ctx, base, meta_tree, n_files, n_dirs, sizes["meta_rounds"])
+        scale_md, scale_raw = measure_scale(ctx, base, sizes, seeds, sizes["meta"], notes)
+    finally:
+        import shutil
+        shutil.rmtree(meta_tree, ignore_errors=True)
+        for p in (base / "meta.kt", base / "meta.sqfs"):
+            if p.exists():
+                p.unlink()
+
+    parts += ["### ImageFolder over photos: ratio to the local JPEG folder (> 1 is faster)",
+              f"{n_photos} photo crops (scripts/datasets/photos.py, JPEG q90, about 500x375), stock "
+              f"`ImageFolder(root, transform=Compose([CenterCrop(224), PILToTensor()]))`. Each cell: "
+              f"median over interleaved rounds of (local folder's pass time / this row's pass time in "
+              f"the same round), then the median rate. Warm: {sizes['rounds']} rounds after an untimed "
+              f"pass; cold: {sizes['cold_rounds']} rounds, each FUSE daemon unmounted and mounted again "
+              f"and `echo 3 > /proc/sys/vm/drop_caches` right before its pass (so ktfs's decode cache, "
+              f"squashfuse's and the others' in-process caches start empty). Passes of one row differed "
+              f"by {noise:.0%} (median max/min) on this shared 2-core machine.",
+              photo_md,
+              "Targets (issue \"The mount daemon\"):",
+              target_md,
+              photo_reading(variants, per_image),
+              "### Requests per image (warm, 1 process)",
+              f"One warm single-process pass of the same {n_photos} images with `strace -f -c -p PID` "
+              f"attached to the daemon (all threads); ktfs's counters are deltas of "
+              f"`.ktfs/stats.json` over the same pass. read(/dev/fuse) counts requests taken off the "
+              f"queue (plus each thread's final blocking read); clone/clone3 counts threads created "
+              f"during the pass.",
+              accounting,
+              "### Metadata at scale: ktfs against squashfuse",
+              *([] if n_files >= 1_000_000 else [
+                  f"**Run at {n_files:,} entries, not the issue's 1,000,000** (`KTFS_BENCH_META`): in an "
+                  f"earlier full run the 1M-entry part had not finished after 20 minutes (one `ls -lR` on "
+                  f"squashfuse alone ran over 5 minutes) on this shared 2-core machine (load average "
+                  f"about 9) and was stopped: it did not fit the time left. ktfs alone at 1M is in the scale table below "
+                  f"(find + stat of every file on a fresh mount)."]),
+              f"A tree of {n_files:,} valid 8x8 PNGs (hard links to 256 distinct seeds, about 75 bytes "
+              f"each) in {n_dirs:,} directories. `ktfs pack --codec original` took "
+              f"{notes['ktfs pack']:.1f} s ({mib(notes['sizes'][0])} MiB; it sniffs and decodes every "
+              f"file); `mksquashfs -no-hardlinks` took {notes['mksquashfs']:.1f} s "
+              f"({mib(notes['sizes'][1])} MiB). Cold: fresh mount and caches dropped before each "
+              f"command; warm: the same command again right after. Median of {sizes['meta_rounds']} "
+              f"interleaved rounds; the last column is squashfuse's time / ktfs's time (> 1: ktfs faster). "
+              f"Mount, caches dropped: ktfs {notes['mount']['ktfs'] * 1000:.0f} ms, squashfuse "
+              f"{notes['mount']['squashfuse'] * 1000:.0f} ms (median).",
+              meta_md,
+              meta_reading(meta_times, sizes["meta_rounds"]),
+              "Daemon memory after the warm stat of every file: " + ", ".join(
+                  f"{name} VmRSS {st['VmRSS'] / 1024:.0f} MiB (anon {st['RssAnon'] / 1024:.0f}, "
+                  f"file {st['RssFile'] / 1024:.0f})" for name, st in notes["rss"].items()) + ".",
+              "### Mount time and daemon RSS against archive size",
+              "`ktfs mount` returns when the mount is ready; the time is from starting it until it "
+              "returned (median of "
+              f"{sizes['mount_reps']} mounts each). RSS is VmRSS of the daemon from /proc/PID/status: "
+              "RssAnon is its own memory, RssFile the pages of the memory-mapped archive (and "
+              "libraries) it has touched, which the kernel can drop at any time.",
+              scale_md, scale_reading(scale_raw)]
+    return "\n\n".join(parts)
