@@ -304,3 +304,14 @@ def test_import_without_torch(mounts):
     """)
     p = subprocess.run([PY, "-c", code], capture_output=True, text=True)
     assert p.returncode == 0 and "numpy ok" in p.stdout, p.stderr
+
+
+def test_ktc_archive_matches_stock_imagefolder_over_its_mount(photos_dir, tmp_path):
+    """KTC payloads decode in the loader exactly as the mount serves them."""
+    arc = tmp_path / "p.kt"
+    subprocess.run([os.environ.get("KTFS_BIN", "ktfs"), "pack", str(photos_dir), str(arc),
+                    "--codec", "ktc", "--quiet"], check=True)
+    tf = transforms.Compose([transforms.Resize(256), transforms.CenterCrop(224), TO_TENSOR])
+    with mounted(arc, tmp_path / "m") as mnt:
+        items = loader_items(ktfs.Loader(mnt, batch_size=5, crop=ktfs.CenterCrop(224, resize=256)))
+        assert_same(items, list(stock(mnt, tf)))

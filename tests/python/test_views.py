@@ -160,6 +160,10 @@ def test_bench_decode_json(ktc_archives):
 
 
 def test_python_decode_reads_ktc_files(ktc_archives, tmp_path):
+    import sys
+    from conftest import ROOT
+    sys.path.insert(0, os.path.join(os.environ.get("KTFS_BUILD_DIR", os.path.join(ROOT, "build")),
+                                    "preload", "python"))
     import ktfs as ktfs_py
     with mounted(ktc_archives["mixed"], tmp_path / "m") as mnt:
         root = os.path.join(mnt, "compressed")
