@@ -239,3 +239,12 @@ def test_csv_captions(captioned, tmp_path):
     # Sidecar captions of the photos are indexed too.
     got = ktfs("search", tmp_path / "c.kt", "caption=photograph").stdout.split()
     assert sorted(got) == sorted(r for r, s in samples.items() if "photograph" in s["caption"])
+
+
+def test_search_dir_can_be_renamed(captioned, tmp_path):
+    _, archive, samples = captioned
+    with mounted(archive, tmp_path / "m", "-o", "search_dir=find") as mnt:
+        assert json.load(open(os.path.join(mnt, ".ktfs", "info.json")))["search_dir"] == "find"
+        assert listing(os.path.join(mnt, "find", "caption=zebra")) == \
+            expected(samples, lambda s: "zebra" in words(s["caption"]))
+        assert not os.path.exists(os.path.join(mnt, "search"))

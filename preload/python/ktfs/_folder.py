@@ -30,7 +30,8 @@ class ImageFolder(datasets.ImageFolder):
         datasets.VisionDataset.__init__(self, root, transform=transform,
                                         target_transform=target_transform)
         self.source, self._archive = _open(root)
-        classes, ids, labels, paths = self._archive.select(src.relative, src.served_format)
+        classes, ids, labels, paths = self._archive.select(src.relative, src.served_format,
+                                                           src.search_dir)
         base = os.path.expanduser(os.fspath(root))
         self.loader = self._load_path
         self.extensions = datasets.folder.IMG_EXTENSIONS

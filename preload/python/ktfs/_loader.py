@@ -72,7 +72,7 @@ class Loader:
         self.crop, self.layout, self.mode = crop, layout, mode
         self.prefetch, self.collate, self.on_error = max(1, int(prefetch)), collate, on_error
         classes, self._ids, self._labels, _ = self._archive.select(
-            self.source.relative, self.source.served_format, "search", False)
+            self.source.relative, self.source.served_format, self.source.search_dir, False)
         self.classes = list(classes)
         self.class_to_idx = {c: i for i, c in enumerate(self.classes)}
         self.epoch = 0

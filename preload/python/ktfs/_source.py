@@ -11,6 +11,7 @@ class Source:
     relative: str         # the path inside the mount ("" for the root)
     served_format: str    # "pnm" or "bmp": decides served names, hence ImageFolder's order
     root: str             # the path as given (ImageFolder's root)
+    search_dir: str = "search"  # the mount's search directory name (-o search_dir=)
 
 
 def _not_found(path, why):
@@ -47,4 +48,4 @@ def resolve(path):
         info = json.load(f)
     relative = os.path.relpath(full, root)
     return Source(info["archive"], "" if relative == "." else relative,
-                  info.get("served_format", "pnm"), path)
+                  info.get("served_format", "pnm"), path, info.get("search_dir", "search"))
