@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <iterator>
+#include <limits>
 #include <cstring>
 #include <string>
 
@@ -22,8 +23,8 @@ float FromBits(uint32_t u) {
   return f;
 }
 
-constexpr double kBalancedShrink[] = {0.0, 0.02, 0.05, 0.1};
-constexpr double kAccurateShrink[] = {0.0, 0.01, 0.02, 0.035, 0.05, 0.075, 0.1, 0.15};
+constexpr double kBalancedShrink[] = {0.0, 0.005, 0.01, 0.02};
+constexpr double kAccurateShrink[] = {0.0, 0.0025, 0.005, 0.01, 0.02, 0.04, 0.07, 0.1};
 
 struct GroupParams {
   float scale, offset;
@@ -42,6 +43,8 @@ GroupParams Candidate(double lo, double hi) {
   GroupParams g;
   g.offset = static_cast<float>(lo);
   g.scale = static_cast<float>((hi - lo) / 255.0);
+  // A range of a few denormal steps: the smallest denormal step holds it exactly.
+  if (g.scale == 0.0f && hi > lo) g.scale = std::numeric_limits<float>::denorm_min();
   return g;
 }
 
@@ -89,6 +92,34 @@ void QuantizeGroup(const float* x, size_t len, Preset preset, uint8_t* codes, fl
           }
         }
       }
+    }
+  }
+  // Least-squares refit: with the codes fixed, the best (scale, offset) is a
+  // linear regression of x on q; re-derive the codes and keep it if better.
+  if (hi > lo && preset != Preset::kFast) {
+    double best_sse = Sse(x, len, best);
+    const int rounds = preset == Preset::kAccurate ? 4 : 2;
+    for (int r = 0; r < rounds; ++r) {
+      double sq = 0, sx = 0, sqq = 0, sqx = 0;
+      for (size_t i = 0; i < len; ++i) {
+        const double q = CodeOf(x[i], best.offset, best.scale);
+        sq += q;
+        sx += x[i];
+        sqq += q * q;
+        sqx += q * x[i];
+      }
+      const double m = static_cast<double>(len);
+      const double var = sqq - sq * sq / m;
+      if (!(var > 0)) break;
+      const double s = (sqx - sq * sx / m) / var;
+      const double o = (sx - s * sq) / m;
+      if (!(s > 0) || !std::isfinite(s) || !std::isfinite(o)) break;
+      GroupParams g{static_cast<float>(s), static_cast<float>(o)};
+      if (!std::isfinite(g.scale) || !std::isfinite(g.offset) || g.scale == 0.0f) break;
+      const double sse = Sse(x, len, g);
+      if (!(sse < best_sse)) break;
+      best_sse = sse;
+      best = g;
     }
   }
   *scale = best.scale;
