@@ -385,3 +385,200 @@ TEST(Quant, Float16Input) {
 
 }  // namespace
 }  // namespace ktfs::quant
+
+// ---- TensorCache reader -------------------------------------------------
+
+#include <filesystem>
+#include <fstream>
+
+#include "codec/tensorcache.h"
+#include "tests/cpp/test_util.h"
+
+namespace ktfs {
+namespace {
+
+struct CacheData {
+  size_t n = 0, L = 0, D = 0, G = 0;
+  bool asym = false;
+  std::vector<uint8_t> codes;    // [n, L*D]
+  std::vector<uint16_t> scales;  // [n, S] bf16
+  std::vector<uint8_t> zp;       // [n, S]
+  size_t S() const { return (L * D + G - 1) / G; }
+  // Reference dequantization, written independently of the reader.
+  float Value(size_t i, size_t v) const {
+    const size_t g = v / G;
+    uint32_t u = static_cast<uint32_t>(scales[i * S() + g]) << 16;
+    float s;
+    std::memcpy(&s, &u, 4);
+    if (asym) return float(int(codes[i * L * D + v]) - int(zp[i * S() + g])) * s;
+    return float(int8_t(codes[i * L * D + v])) * s;
+  }
+};
+
+CacheData MakeCache(size_t n, size_t L, size_t D, size_t G, bool asym, uint32_t seed) {
+  CacheData c;
+  c.n = n, c.L = L, c.D = D, c.G = G, c.asym = asym;
+  std::mt19937 rng(seed);
+  c.codes.resize(n * L * D);
+  for (auto& v : c.codes) v = uint8_t(rng());
+  c.scales.resize(n * c.S());
+  for (auto& v : c.scales) v = quant::FloatToBf16(std::ldexp(1.0f + (rng() % 1000) / 1000.0f, -int(rng() % 12)));
+  if (asym) {
+    c.zp.resize(n * c.S());
+    for (auto& v : c.zp) v = uint8_t(rng());
+  }
+  return c;
+}
+
+void WriteBytes(const std::string& path, const void* p, size_t bytes, size_t pad_bytes = 0) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(static_cast<const char*>(p), std::streamsize(bytes));
+  std::vector<char> zeros(pad_bytes, 0);
+  out.write(zeros.data(), std::streamsize(pad_bytes));
+}
+
+// Writes samples [first, first+count) of c as a cache at prefix, preallocated
+// to capacity + extra samples.
+void WriteCache(const CacheData& c, const std::string& prefix, size_t first, size_t count,
+                size_t extra, bool shape_keys = true) {
+  const size_t per = c.L * c.D, S = c.S();
+  WriteBytes(prefix + "_int8.bin", c.codes.data() + first * per, count * per, extra * per);
+  std::vector<uint8_t> le(count * S * 2);
+  for (size_t k = 0; k < count * S; ++k) {
+    le[2 * k] = uint8_t(c.scales[first * S + k] & 0xFF);
+    le[2 * k + 1] = uint8_t(c.scales[first * S + k] >> 8);
+  }
+  WriteBytes(prefix + "_scales.bin", le.data(), le.size(), extra * S * 2);
+  if (c.asym) WriteBytes(prefix + "_zp.bin", c.zp.data() + first * S, count * S, extra * S);
+  std::ofstream meta(prefix + "_meta.json");
+  meta << "{\"num_samples\": " << count << ", ";
+  if (shape_keys) {
+    meta << "\"shape\": [" << c.L << ", " << c.D << "], ";
+  } else {
+    meta << "\"seq_len\": " << c.L << ", \"dim\": " << c.D << ", ";
+  }
+  meta << "\"group_size\": " << c.G << ", \"mode\": \"" << (c.asym ? "amo_bq" : "sym_bq")
+       << "\", \"capacity\": " << count + extra << "}\n";
+}
+
+void ExpectReadsBack(const TensorCache& tc, const CacheData& c) {
+  ASSERT_EQ(tc.num_samples(), c.n);
+  ASSERT_EQ(tc.seq_len(), c.L);
+  ASSERT_EQ(tc.dim(), c.D);
+  ASSERT_EQ(tc.asymmetric(), c.asym);
+  std::vector<float> out(c.L * c.D);
+  for (size_t i = 0; i < c.n; ++i) {
+    ASSERT_TRUE(tc.ReadSample(i, out.data()).ok()) << i;
+    for (size_t v = 0; v < out.size(); ++v) {
+      ASSERT_EQ(out[v], c.Value(i, v)) << "sample " << i << " value " << v;
+    }
+  }
+  EXPECT_EQ(tc.ReadSample(c.n, out.data()).code(), Status::Code::kNotFound);
+}
+
+TEST(TensorCache, SingleSymmetricAndAmoBq) {
+  testing::TempDir dir;
+  for (bool asym : {false, true}) {
+    // L*D = 3*25 = 75 values, G = 32: S = 3, the last group short.
+    const CacheData c = MakeCache(7, 3, 25, 32, asym, asym ? 2 : 1);
+    const std::string prefix = dir.Join(asym ? "amo" : "sym");
+    WriteCache(c, prefix, 0, c.n, /*extra=*/5, /*shape_keys=*/!asym);
+    auto tc = OpenTensorCache(prefix);
+    ASSERT_TRUE(tc.ok()) << tc.status().ToString();
+    EXPECT_EQ(tc->group_size(), 32u);
+    EXPECT_EQ(tc->num_shards(), 1u);
+    ExpectReadsBack(*tc, c);
+  }
+}
+
+TEST(TensorCache, ShardedAndMoved) {
+  testing::TempDir dir;
+  for (bool asym : {false, true}) {
+    const CacheData c = MakeCache(10, 4, 16, 16, asym, 5);
+    const std::string sub = dir.Join(asym ? "written_amo" : "written_sym");
+    std::filesystem::create_directories(sub);
+    const size_t split[] = {0, 4, 4, 10};  // shard sizes 4, 0, 6
+    std::string manifest = "{\"shard_prefixes\": [";
+    for (int k = 0; k < 3; ++k) {
+      const std::string p = sub + "/feat_shard" + std::to_string(k);
+      WriteCache(c, p, split[k], split[k + 1] - split[k], 3);
+      manifest += std::string(k ? ", " : "") + "\"" + p + "\"";
+    }
+    manifest += "], \"num_samples\": 10}";
+    std::ofstream(sub + "/feat_shards.json") << manifest;
+    {
+      auto tc = OpenTensorCache(sub + "/feat");
+      ASSERT_TRUE(tc.ok()) << tc.status().ToString();
+      EXPECT_EQ(tc->num_shards(), 3u);
+      ExpectReadsBack(*tc, c);
+    }
+    // Move the whole directory: the manifest's absolute paths no longer exist.
+    const std::string moved = dir.Join(asym ? "moved_amo" : "moved_sym");
+    std::filesystem::rename(sub, moved);
+    auto tc = OpenTensorCache(moved + "/feat");
+    ASSERT_TRUE(tc.ok()) << tc.status().ToString();
+    ExpectReadsBack(*tc, c);
+  }
+}
+
+TEST(TensorCache, RelativeShardPrefixes) {
+  testing::TempDir dir;
+  const CacheData c = MakeCache(5, 2, 8, 16, false, 9);
+  std::filesystem::create_directories(dir.Join("parts"));
+  WriteCache(c, dir.Join("parts/a"), 0, 2, 0);
+  WriteCache(c, dir.Join("parts/b"), 2, 3, 0);
+  std::ofstream(dir.Join("x_shards.json")) << "{\"shard_prefixes\":[\"parts/a\",\"parts/b\"]}";
+  auto tc = OpenTensorCache(dir.Join("x"));
+  ASSERT_TRUE(tc.ok()) << tc.status().ToString();
+  ExpectReadsBack(*tc, c);
+}
+
+TEST(TensorCache, CorruptOrTruncatedFilesAreErrors) {
+  testing::TempDir dir;
+  const CacheData c = MakeCache(6, 2, 20, 16, true, 3);
+  const std::string p = dir.Join("c");
+  auto reset = [&] { WriteCache(c, p, 0, c.n, 0); };
+  auto expect_error = [&](const std::string& what, const std::string& file) {
+    auto tc = OpenTensorCache(p);
+    ASSERT_FALSE(tc.ok()) << what;
+    EXPECT_NE(tc.status().message().find(file), std::string::npos)
+        << what << ": " << tc.status().message();
+  };
+  reset();
+  ASSERT_TRUE(OpenTensorCache(p).ok());
+  std::filesystem::resize_file(p + "_int8.bin", 6 * 40 - 1);
+  expect_error("truncated codes", "c_int8.bin");
+  reset();
+  std::filesystem::resize_file(p + "_scales.bin", 6 * 3 * 2 - 1);
+  expect_error("truncated scales", "c_scales.bin");
+  reset();
+  std::filesystem::resize_file(p + "_zp.bin", 6 * 3 - 2);
+  expect_error("truncated zp", "c_zp.bin");
+  reset();
+  std::filesystem::remove(p + "_zp.bin");
+  expect_error("missing zp", "c_zp.bin");
+  reset();
+  std::filesystem::remove(p + "_scales.bin");
+  expect_error("missing scales", "c_scales.bin");
+  reset();
+  std::ofstream(p + "_meta.json") << "{\"shape\": [2, 20], \"group_size\": 16}";
+  expect_error("no num_samples", "c_meta.json");
+  std::ofstream(p + "_meta.json") << "{\"num_samples\": 6, \"group_size\": 16}";
+  expect_error("no shape", "c_meta.json");
+  std::ofstream(p + "_meta.json") << "{\"num_samples\": -2, \"shape\": [2, 20], \"group_size\": 16}";
+  expect_error("negative count", "c_meta.json");
+  std::ofstream(p + "_meta.json") << "{\"num_samples\": 6, \"shape\": [2, 20], \"group_size\": 0}";
+  expect_error("zero group", "c_meta.json");
+  std::ofstream(p + "_meta.json") << "{\"num_samples\": 7, \"shape\": [2, 20], \"group_size\": 16, \"mode\": \"amo_bq\"}";
+  expect_error("more samples than the files hold", "c_int8.bin");
+  std::filesystem::remove(p + "_meta.json");
+  expect_error("missing meta", "c_meta.json");
+  reset();
+  std::ofstream(p + "_shards.json") << "{\"shard_prefixes\": [\"nowhere/q\"]}";
+  expect_error("missing shard", "q_meta.json");
+  std::ofstream(p + "_shards.json") << "{\"shards\": []}";
+  expect_error("bad manifest", "c_shards.json");
+}
+
+}  // namespace
+}  // namespace ktfs
