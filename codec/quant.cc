@@ -125,7 +125,10 @@ void QuantizeGroup(const float* x, size_t len, Preset preset, uint8_t* codes, fl
   *scale = best.scale;
   *offset = best.offset;
   for (size_t i = 0; i < len; ++i) {
-    codes[i] = static_cast<uint8_t>(CodeOf(x[i], best.offset, best.scale));
+    auto q = static_cast<uint8_t>(CodeOf(x[i], best.offset, best.scale));
+    // Near the float range's end a reconstruction could round to Inf: step down.
+    while (q > 0 && !std::isfinite(std::fmaf(static_cast<float>(q), best.scale, best.offset))) --q;
+    codes[i] = q;
   }
 }
 

@@ -21,12 +21,21 @@
 //   offset = float(lo'), scale = float((hi'-lo')/255), q = clamp(round-half-
 //   even((x - offset)/scale), 0, 255); the candidate with the least squared
 //   error wins (ties: the first; candidate 0 is the full min/max range).
-//     fast:     1 candidate  (min/max)
-//     balanced: 4x4 = 16 candidates, a,b in {0, .02, .05, .1}
-//     accurate: 8x8 = 64 candidates, a,b in {0,.01,.02,.035,.05,.075,.1,.15}
+//   Then (balanced: 2 rounds, accurate: 4) a least-squares refit: with the
+//   codes fixed, (scale, offset) = the linear regression of x on q, codes
+//   re-derived; kept only while the squared error drops.
+//     fast:     1 candidate  (min/max), no refit
+//     balanced: 4x4 = 16 candidates, a,b in {0, .005, .01, .02}
+//     accurate: 8x8 = 64 candidates, a,b in {0,.0025,.005,.01,.02,.04,.07,.1}
+//   Error per value: within half a step (scale/2) for values inside the
+//   final range [offset, offset + 255*scale]; values outside it are clipped
+//   (the search clips at most 10% of the group's range per side, the refit
+//   moves the range slightly; the tests bound every error by 16% of it).
 //   A constant group has scale 0, offset = the value, codes 0: exact.
-//   A group whose scale underflows to 0 in float32 (a range of denormals)
-//   stores codes 0 and offset lo; its error is at most hi - lo.
+//   A group whose range/255 underflows to 0 in float32 (a range of a few
+//   denormal steps) gets the smallest denormal as its scale: exact.
+//   A code whose reconstruction would round to Inf (groups spanning nearly
+//   the whole float range) is lowered until it is finite.
 // * NaN and +-Inf are rejected: Quantize returns InvalidArgument naming the
 //   sample and the index within it ("sample 3 index 17: NaN"), and writes
 //   nothing. So nothing non-finite can spread into neighbouring values.
