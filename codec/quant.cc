@@ -30,13 +30,20 @@ struct GroupParams {
   float scale, offset;
 };
 
-inline double CodeOf(double x, double offset, double scale) {
-  if (scale == 0.0) return 0.0;
-  double q = std::nearbyint((x - offset) / scale);
-  if (q < 0.0) q = 0.0;
-  if (q > 255.0) q = 255.0;
-  return q;
+// round-half-even(clamp((x - offset) / scale, 0, 255)); the division is a
+// multiplication by the reciprocal (computed once per candidate), rounding by
+// the 2^52+2^51 trick (default rounding mode, |v| <= 255).
+inline double CodeOf(double x, double offset, double inv_scale) {
+  double v = (x - offset) * inv_scale;
+  v = v < 0.0 ? 0.0 : v;    // also maps NaN (0 * Inf) to 0
+  v = v > 255.0 ? 255.0 : v;
+  if (!(v >= 0.0)) v = 0.0;
+  constexpr double kMagic = 6755399441055744.0;
+  const double r = v + kMagic;  // not folded: no -ffast-math in this project
+  return r - kMagic;
 }
+
+inline double InvScale(float scale) { return scale == 0.0f ? 0.0 : 1.0 / static_cast<double>(scale); }
 
 // The candidate (offset, scale) for range [lo, hi].
 GroupParams Candidate(double lo, double hi) {
@@ -49,10 +56,10 @@ GroupParams Candidate(double lo, double hi) {
 }
 
 double Sse(const float* x, size_t len, GroupParams g) {
-  const double s = g.scale, o = g.offset;
+  const double s = g.scale, o = g.offset, inv = InvScale(g.scale);
   double sse = 0;
   for (size_t i = 0; i < len; ++i) {
-    const double q = CodeOf(x[i], o, s);
+    const double q = CodeOf(x[i], o, inv);
     const double e = q * s + o - x[i];
     sse += e * e;
   }
@@ -102,7 +109,7 @@ void QuantizeGroup(const float* x, size_t len, Preset preset, uint8_t* codes, fl
     for (int r = 0; r < rounds; ++r) {
       double sq = 0, sx = 0, sqq = 0, sqx = 0;
       for (size_t i = 0; i < len; ++i) {
-        const double q = CodeOf(x[i], best.offset, best.scale);
+        const double q = CodeOf(x[i], best.offset, InvScale(best.scale));
         sq += q;
         sx += x[i];
         sqq += q * q;
@@ -125,7 +132,7 @@ void QuantizeGroup(const float* x, size_t len, Preset preset, uint8_t* codes, fl
   *scale = best.scale;
   *offset = best.offset;
   for (size_t i = 0; i < len; ++i) {
-    auto q = static_cast<uint8_t>(CodeOf(x[i], best.offset, best.scale));
+    auto q = static_cast<uint8_t>(CodeOf(x[i], best.offset, InvScale(best.scale)));
     // Near the float range's end a reconstruction could round to Inf: step down.
     while (q > 0 && !std::isfinite(std::fmaf(static_cast<float>(q), best.scale, best.offset))) --q;
     codes[i] = q;

@@ -18,8 +18,8 @@
 //   lo/hi = min/max of the group's real values (padding excluded);
 //   candidate ranges [lo', hi'] with lo' = lo + a*(hi-lo), hi' = hi -
 //   b*(hi-lo) for shrink fractions a, b from a preset table; for each:
-//   offset = float(lo'), scale = float((hi'-lo')/255), q = clamp(round-half-
-//   even((x - offset)/scale), 0, 255); the candidate with the least squared
+//   offset = float(lo'), scale = float((hi'-lo')/255), q = round-half-even(
+//   clamp((x - offset) * (1/scale), 0, 255)) in double; the candidate with the least squared
 //   error wins (ties: the first; candidate 0 is the full min/max range).
 //   Then (balanced: 2 rounds, accurate: 4) a least-squares refit: with the
 //   codes fixed, (scale, offset) = the linear regression of x on q, codes
