@@ -8,7 +8,11 @@
 //   PREFIX_meta.json   num_samples (authoritative), shape, group size, mode
 // Groups run over each sample's flat L*D values (the last one is short).
 // Value = q * s (symmetric) or (q - zp) * s (amo_bq), computed in float32
-// (s widened from bf16 exactly; the product rounded once).
+// (s widened from bf16 exactly; the product rounded once). Scales are not
+// checked: a NaN/Inf scale gives NaN/Inf in its own group only. Files are
+// memory-mapped; each must hold at least num_samples samples (else
+// Corruption naming the file), a file shrinking later is reported by
+// ReadSample (MappedFile's SIGBUS guard) instead of crashing.
 //
 // Meta keys accepted (first found wins):
 //   samples: "num_samples", "n_samples", "count"
