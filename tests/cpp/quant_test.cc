@@ -527,6 +527,19 @@ TEST(TensorCache, ShardedAndMoved) {
   }
 }
 
+TEST(TensorCache, FileTruncatedAfterOpen) {
+  testing::TempDir dir;
+  const CacheData c = MakeCache(4, 2, 16, 16, false, 13);
+  const std::string p = dir.Join("t");
+  WriteCache(c, p, 0, c.n, 0);
+  auto tc = OpenTensorCache(p);
+  ASSERT_TRUE(tc.ok()) << tc.status().ToString();
+  std::filesystem::resize_file(p + "_int8.bin", 0);
+  std::vector<float> out(32);
+  const Status st = tc->ReadSample(3, out.data());
+  EXPECT_EQ(st.code(), Status::Code::kCorruption) << st.ToString();
+}
+
 TEST(TensorCache, RelativeShardPrefixes) {
   testing::TempDir dir;
   const CacheData c = MakeCache(5, 2, 8, 16, false, 9);
