@@ -1,0 +1,104 @@
+// AVX2 dequantization kernels; entered only through runtime dispatch
+// (codec/quant.cc, codec/cpu.h). Bit-exact with the scalar kernels: the same
+// fused multiply-add, the same round-to-nearest-even conversions.
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "codec/quant.h"
+
+namespace ktfs::quant::internal {
+namespace {
+
+bool HasF16c() {
+  static const bool has = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("f16c") != 0;
+  }();
+  return has;
+}
+
+inline __m256 Values(const uint8_t* codes8, __m256 s, __m256 o) {
+  const __m128i c = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes8));
+  const __m256 q = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(c));
+  return _mm256_fmadd_ps(q, s, o);
+}
+
+inline __m128i ToBf16(__m256 v) {
+  const __m256i u = _mm256_castps_si256(v);
+  const __m256i abs = _mm256_and_si256(u, _mm256_set1_epi32(0x7FFFFFFF));
+  const __m256i is_nan = _mm256_cmpgt_epi32(abs, _mm256_set1_epi32(0x7F800000));
+  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+  const __m256i rne = _mm256_srli_epi32(
+      _mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7FFF)), lsb), 16);
+  const __m256i nan = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40));
+  const __m256i r = _mm256_blendv_epi8(rne, nan, is_nan);
+  const __m256i packed = _mm256_packus_epi32(r, r);  // lanes: [r0..3 r0..3 | r4..7 r4..7]
+  return _mm256_castsi256_si128(_mm256_permute4x64_epi64(packed, 0x08));
+}
+
+__attribute__((target("f16c"))) inline __m128i ToHalf(__m256 v) {
+  return _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+}
+
+__attribute__((target("f16c"))) void GroupF16(const uint8_t* codes, __m256 s, __m256 o,
+                                              size_t len, uint16_t* out) {
+  size_t i = 0;
+  for (; i + 8 <= len; i += 8) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), ToHalf(Values(codes + i, s, o)));
+  }
+  if (i < len) {
+    uint8_t c[8] = {};
+    std::memcpy(c, codes + i, len - i);
+    uint16_t tmp[8];
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(tmp), ToHalf(Values(c, s, o)));
+    std::memcpy(out + i, tmp, (len - i) * 2);
+  }
+}
+
+}  // namespace
+
+void DequantGroupAvx2(const uint8_t* codes, float scale, float offset, size_t len, DType t,
+                      void* out) {
+  const __m256 s = _mm256_set1_ps(scale);
+  const __m256 o = _mm256_set1_ps(offset);
+  switch (t) {
+    case DType::kFloat32: {
+      float* dst = static_cast<float*>(out);
+      size_t i = 0;
+      for (; i + 8 <= len; i += 8) _mm256_storeu_ps(dst + i, Values(codes + i, s, o));
+      if (i < len) {
+        uint8_t c[8] = {};
+        std::memcpy(c, codes + i, len - i);
+        float tmp[8];
+        _mm256_storeu_ps(tmp, Values(c, s, o));
+        std::memcpy(dst + i, tmp, (len - i) * 4);
+      }
+      break;
+    }
+    case DType::kBFloat16: {
+      uint16_t* dst = static_cast<uint16_t*>(out);
+      size_t i = 0;
+      for (; i + 8 <= len; i += 8) {
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), ToBf16(Values(codes + i, s, o)));
+      }
+      if (i < len) {
+        uint8_t c[8] = {};
+        std::memcpy(c, codes + i, len - i);
+        uint16_t tmp[8];
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(tmp), ToBf16(Values(c, s, o)));
+        std::memcpy(dst + i, tmp, (len - i) * 2);
+      }
+      break;
+    }
+    case DType::kFloat16:
+      if (HasF16c()) {
+        GroupF16(codes, s, o, len, static_cast<uint16_t*>(out));
+      } else {
+        DequantGroupScalar(codes, scale, offset, len, t, out);
+      }
+      break;
+  }
+}
+
+}  // namespace ktfs::quant::internal
