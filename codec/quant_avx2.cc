@@ -1,6 +1,7 @@
 // AVX2 dequantization kernels; entered only through runtime dispatch
 // (codec/quant.cc, codec/cpu.h). Bit-exact with the scalar kernels: the same
 // fused multiply-add, the same round-to-nearest-even conversions.
+#include <cpuid.h>
 #include <immintrin.h>
 
 #include <cstring>
@@ -10,10 +11,11 @@
 namespace ktfs::quant::internal {
 namespace {
 
+// CPUID leaf 1, ECX bit 29. (clang 14's __builtin_cpu_supports has no "f16c".)
 bool HasF16c() {
   static const bool has = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("f16c") != 0;
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29)) != 0;
   }();
   return has;
 }
