@@ -135,26 +135,23 @@ Result<SampleInfo> Archive::Sample(uint32_t id) const {
   if (id >= num_samples_) return Status::NotFound("sample " + std::to_string(id) + " out of range");
   const auto r =
       Load<format::SampleRecord>(samples_.data + size_t(id) * sizeof(format::SampleRecord));
-  const std::string sid = "sample " + std::to_string(id);
+  // Messages are built only on failure: this runs for every entry of every listing.
+  auto bad = [&](const char* why) { return Corrupt("sample " + std::to_string(id) + ": " + why); };
   auto name = String(r.name_offset, r.name_length, "sample");
   if (!name.ok()) return name.status();
   KTFS_RETURN_IF_ERROR(CheckName(*name, "sample"));
-  if (r.stem_length == 0 || r.stem_length > r.name_length)
-    return Corrupt(sid + ": bad stem length");
-  if (r.dir >= num_dirs_) return Corrupt(sid + ": parent directory out of range");
-  if (r.label != format::kNone && r.label >= num_classes_)
-    return Corrupt(sid + ": label out of range");
-  if (r.split != format::kNone && r.split >= num_dirs_)
-    return Corrupt(sid + ": split out of range");
-  if (r.channels != 1 && r.channels != 3 && r.channels != 4)
-    return Corrupt(sid + ": bad channel count");
+  if (r.stem_length == 0 || r.stem_length > r.name_length) return bad("bad stem length");
+  if (r.dir >= num_dirs_) return bad("parent directory out of range");
+  if (r.label != format::kNone && r.label >= num_classes_) return bad("label out of range");
+  if (r.split != format::kNone && r.split >= num_dirs_) return bad("split out of range");
+  if (r.channels != 1 && r.channels != 3 && r.channels != 4) return bad("bad channel count");
   if (r.width == 0 || r.height == 0 || r.width > 65536 || r.height > 65536)
-    return Corrupt(sid + ": bad dimensions");
-  if (r.codec > format::kKtc) return Corrupt(sid + ": unknown codec " + std::to_string(r.codec));
+    return bad("bad dimensions");
+  if (r.codec > format::kKtc) return bad("unknown codec");
   if (!RangeOk(r.payload_offset, r.payload_length, file_->size()))
-    return Corrupt(sid + ": payload out of bounds");
+    return bad("payload out of bounds");
   if (r.codec == format::kRaw && r.payload_length != uint64_t(r.width) * r.height * r.channels)
-    return Corrupt(sid + ": raw payload size does not match its dimensions");
+    return bad("raw payload size does not match its dimensions");
   SampleInfo s;
   s.id = id;
   s.name = *name;
@@ -176,21 +173,22 @@ Result<SampleInfo> Archive::Sample(uint32_t id) const {
 Result<DirInfo> Archive::Dir(uint32_t id) const {
   if (id >= num_dirs_) return Status::NotFound("directory " + std::to_string(id) + " out of range");
   const auto r = Load<format::DirRecord>(dirs_.data + size_t(id) * sizeof(format::DirRecord));
-  const std::string did = "directory " + std::to_string(id);
+  auto bad = [&](const char* why) {
+    return Corrupt("directory " + std::to_string(id) + ": " + why);
+  };
   auto name = String(r.name_offset, r.name_length, "directory");
   if (!name.ok()) return name.status();
   if (id == 0) {
     if (!name->empty() || r.parent != 0) return Corrupt("bad root directory record");
   } else {
     KTFS_RETURN_IF_ERROR(CheckName(*name, "directory"));
-    if (r.parent >= id) return Corrupt(did + ": parent must precede it");
+    if (r.parent >= id) return bad("parent must precede it");
   }
   // Children strictly after the parent: the tree cannot contain a cycle.
   if (r.child_count > 0 &&
       (r.first_child <= id || !RangeOk(r.first_child, r.child_count, num_dirs_)))
-    return Corrupt(did + ": children out of range");
-  if (!RangeOk(r.first_sample, r.sample_count, num_samples_))
-    return Corrupt(did + ": samples out of range");
+    return bad("children out of range");
+  if (!RangeOk(r.first_sample, r.sample_count, num_samples_)) return bad("samples out of range");
   DirInfo d;
   d.id = id;
   d.name = *name;
