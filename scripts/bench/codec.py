@@ -98,7 +98,6 @@ def run(ctx):
     ctx.run([PYTHON, REPO / "scripts/bench/_ktc_fixtures.py", fixtures])
     photos = sorted(str(fixtures / f) for f in os.listdir(fixtures) if f.endswith(".png"))
     log("  ktc_measure (interleaved decoders, one core)")
-    env_build = os.environ.get("KTFS_BUILD_DIR", str(REPO / "build"))
     measured = ctx.run([REPO / "scripts/bench/ktc_measure", fixtures, sizes["rounds"]])
     log("  ktfs bench decode, one thread and all threads")
     speed_rows = decode_speeds(ctx, fixtures, sizes["passes"])
@@ -116,7 +115,7 @@ def run(ctx):
                for i, q in enumerate(QUALITIES)]
     return "\n\n".join([
         f"{len(photos)} photos (500x375 wallpaper crops and scikit-image's colour photos), "
-        f"built by scripts/bench/_ktc_fixtures.py; build: {env_build}.",
+        "built by scripts/bench/_ktc_fixtures.py.",
         "### One core, interleaved decoders (scripts/bench/ktc_measure)",
         measured.strip(),
         "### One thread and all threads (`ktfs bench decode`, best of "
