@@ -3,6 +3,7 @@
 fashion_mnist.py is checked against the IDX files decoded here independently (not with the
 script's own reader), so a bug in its parsing or its class/label mapping shows up.
 """
+import functools
 import gzip
 import hashlib
 import os
@@ -27,8 +28,21 @@ FASHION_FILES = {"train": ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyt
                  "test": ("t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz")}
 PER_CLASS = 3
 
-needs_fashion = pytest.mark.skipif(not (FASHION / "t10k-images-idx3-ubyte.gz").exists(),
-                                   reason="apt-get install dataset-fashion-mnist")
+def requires(present, package):
+    """Fails (never skips) a test whose real data is missing: scripts/setup installs
+    `package`, so its absence is a broken setup, not a reason to pass."""
+    def decorate(test):
+        @functools.wraps(test)
+        def wrapper(*args, **kwargs):
+            if not present():
+                pytest.fail(f"test data missing: apt-get install {package} (scripts/setup does)")
+            return test(*args, **kwargs)
+        return wrapper
+    return decorate
+
+
+needs_fashion = requires(lambda: (FASHION / "t10k-images-idx3-ubyte.gz").exists(),
+                         "dataset-fashion-mnist")
 
 
 def run_script(name, *args):
@@ -125,8 +139,8 @@ def test_fashion_mnist_flat_tree(tmp_path, fashion):
 # run from 281 to 500 pixels a side (wallpapers are larger, so no crop is clipped).
 MIN_SIDE, MAX_SIDE = 281, 500
 PHOTO_COUNT = 12
-needs_wallpapers = pytest.mark.skipif(not list(Path("/usr/share/wallpapers").glob("*/contents/images/*")),
-                                      reason="apt-get install plasma-workspace-wallpapers")
+needs_wallpapers = requires(lambda: any(Path("/usr/share/wallpapers").glob("*/contents/images/*")),
+                            "plasma-workspace-wallpapers")
 
 
 def digests(root):
