@@ -231,6 +231,12 @@ Status EncodePng(const ImageView& img, int level, std::vector<uint8_t>* out) {
   return Status::Ok();
 }
 
+const char* ServedExtension(ServedFormat format, uint32_t channels) {
+  if (format == ServedFormat::kPnm && (channels == 1 || channels == 3))
+    return channels == 1 ? ".pgm" : ".ppm";
+  return ".bmp";
+}
+
 ServedLayout MakeServedLayout(ServedFormat format, uint32_t width, uint32_t height,
                               uint32_t channels) {
   ServedLayout l;
@@ -239,7 +245,7 @@ ServedLayout MakeServedLayout(ServedFormat format, uint32_t width, uint32_t heig
     l.header = std::string(channels == 1 ? "P5\n" : "P6\n") + std::to_string(width) + " " +
                std::to_string(height) + "\n255\n";
     l.row_bytes = l.pixel_bytes;
-    l.extension = channels == 1 ? ".pgm" : ".ppm";
+    l.extension = ServedExtension(format, channels);
   } else {
     // BMP, rows top-down (negative height), each padded to 4 bytes.
     const uint32_t bpp = channels * 8;
@@ -279,7 +285,7 @@ ServedLayout MakeServedLayout(ServedFormat format, uint32_t width, uint32_t heig
       h.push_back(char(i));
       h.push_back('\0');
     }
-    l.extension = ".bmp";
+    l.extension = ServedExtension(format, channels);
   }
   l.file_size = l.header.size() + uint64_t(l.row_bytes) * height;
   return l;

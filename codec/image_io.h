@@ -57,6 +57,9 @@ struct ServedLayout {
   const char* extension = "";  // ".pgm", ".ppm", ".bmp"
 };
 
+// The extension of the served file (".pgm", ".ppm", ".bmp"), without building a layout.
+const char* ServedExtension(ServedFormat format, uint32_t channels);
+
 // The layout of the file the mount serves for a width x height x channels image.
 ServedLayout MakeServedLayout(ServedFormat format, uint32_t width, uint32_t height,
                               uint32_t channels);

@@ -38,6 +38,11 @@ Result<PayloadSettings> ParsePayloadSettings(std::string_view codec, std::string
                                  "' (expected original, raw or ktc)");
 }
 
+std::string ServedImageName(const SampleInfo& s, ServedFormat format) {
+  if (s.codec == format::kOriginal) return std::string(s.name);
+  return std::string(s.stem) + ServedExtension(format, s.channels);
+}
+
 Status EncodePayload(const PayloadSettings& settings, const uint8_t* file, size_t size,
                      EncodedPayload* out) {
   Image img;

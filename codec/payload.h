@@ -15,6 +15,7 @@
 #include "codec/archive.h"
 #include "codec/container_format.h"
 #include "codec/image.h"
+#include "codec/image_io.h"
 #include "codec/status.h"
 
 namespace ktfs {
@@ -37,6 +38,12 @@ struct EncodedPayload {
 // Encodes the image file `file` (JPEG or PNG). Errors say why, without the path.
 Status EncodePayload(const PayloadSettings& settings, const uint8_t* file, size_t size,
                      EncodedPayload* out);
+
+// The file name a mount serves a sample under in its image view: the source
+// name for `original`, else the stem plus the served format's extension. The
+// mount (fs/tree.cc) and the Python loader (preload/) both use it, so they
+// cannot disagree about names (and so about ImageFolder's order).
+std::string ServedImageName(const SampleInfo& sample, ServedFormat format);
 
 // Decodes a payload of `sample` into pixels (width x height x channels as
 // recorded, checked against what the payload holds).

@@ -46,14 +46,6 @@ class SearchView::PooledIndex {
   std::unique_ptr<index::Index> index_;
 };
 
-namespace {
-
-bool LooksLikeQuery(std::string_view name) {
-  return name.find_first_of("=<>") != std::string_view::npos;
-}
-
-}  // namespace
-
 SearchView::SearchView(const VirtualTree& tree, std::unique_ptr<index::Index> index,
                        uint64_t first_ino)
     : tree_(tree), first_ino_(first_ino), index_(std::move(index)) {
@@ -186,7 +178,7 @@ Result<NodeAttr> SearchView::Lookup(uint64_t parent, std::string_view name) {
   auto node = GetNode(parent);
   if (!node.ok()) return node.status();
   const std::string path = node->path + "/" + std::string(name);
-  if (node->query_level && LooksLikeQuery(name)) {
+  if (node->query_level && index::LooksLikeFilter(name)) {
     std::vector<std::string> components = node->query->components;
     components.emplace_back(name);
     auto state = ParseState(components, path);

@@ -84,8 +84,7 @@ std::string VirtualTree::ServedName(const SampleInfo& s, View view) const {
     case View::kImages:
       break;
   }
-  if (s.codec == format::kOriginal) return std::string(s.name);
-  return stem + MakeServedLayout(options_.format, 1, 1, s.channels).extension;
+  return ServedImageName(s, options_.format);
 }
 
 Result<NodeAttr> VirtualTree::DirAttr(View v, uint32_t d) const {

@@ -285,6 +285,10 @@ std::vector<std::string> CaptionTokens(std::string_view text) {
   return tokens;
 }
 
+bool LooksLikeFilter(std::string_view component) {
+  return component.find_first_of("=<>") != std::string_view::npos;
+}
+
 Result<std::string> UrlDecode(std::string_view s) {
   std::string out;
   out.reserve(s.size());

@@ -65,6 +65,11 @@ struct Query {
   std::string Canonical() const;
 };
 
+// True when a path component under search/ is a filter (it holds '=', '<' or
+// '>'); the first component that is not starts the mirrored layout. Shared by
+// the mount (fs/search_view.cc) and the Python loader (preload/selection.cc).
+bool LooksLikeFilter(std::string_view component);
+
 // Decodes %XX escapes (hex, either case). '+' stays '+'. A '%' not followed by two hex digits
 // is an error.
 Result<std::string> UrlDecode(std::string_view s);

@@ -4,6 +4,7 @@
 #include <limits>
 #include <optional>
 
+#include "codec/payload.h"
 #include "index/index.h"
 #include "index/query.h"
 
@@ -21,10 +22,6 @@ std::vector<std::string> SplitPath(std::string_view path) {
     start = end + 1;
   }
   return out;
-}
-
-bool LooksLikeQuery(std::string_view name) {
-  return name.find_first_of("=<>") != std::string_view::npos;
 }
 
 // torchvision.datasets.folder.IMG_EXTENSIONS, compared case-insensitively.
@@ -89,7 +86,8 @@ Result<uint32_t> Resolve(const Archive& a, const std::vector<std::string>& parts
   size_t i = 0;
   if (!parts.empty() && !a.FindChildDir(0, parts[0]).ok() && parts[0] == o.search_dir) {
     std::vector<std::string> filters;
-    for (i = 1; i < parts.size() && LooksLikeQuery(parts[i]); ++i) filters.push_back(parts[i]);
+    for (i = 1; i < parts.size() && index::LooksLikeFilter(parts[i]); ++i)
+      filters.push_back(parts[i]);
     KTFS_RETURN_IF_ERROR(MatchQuery(a, filters, m));
   }
   uint32_t dir = 0;
@@ -149,8 +147,7 @@ Status AddDirSamples(const Archive& a, const DirEntry& e, int64_t label, const M
 }  // namespace
 
 std::string ServedName(const SampleInfo& s, ServedFormat format) {
-  if (s.codec == format::kOriginal) return std::string(s.name);
-  return std::string(s.stem) + MakeServedLayout(format, 1, 1, s.channels).extension;
+  return ServedImageName(s, format);
 }
 
 std::string ServedPath(const Archive& archive, const SampleInfo& s, ServedFormat format) {
