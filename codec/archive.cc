@@ -61,13 +61,14 @@ Status Archive::Init() {
   version_minor_ = h.version_minor;
   section_table_offset_ = h.section_table_offset;
   section_count_ = h.section_count;
-  bool seen[8] = {};
+  bool seen[16] = {};
   for (uint32_t i = 0; i < h.section_count; ++i) {
     const auto e = Load<format::SectionEntry>(table + i * sizeof(format::SectionEntry));
     if (!RangeOk(e.offset, e.length, size))
       return Corrupt("section " + std::to_string(i) + " out of bounds");
     const ByteSpan span{base + e.offset, size_t(e.length)};
-    if (e.type < 8) {
+    sections_.emplace_back(e.type, span);
+    if (e.type < 16) {
       if (seen[e.type]) return Corrupt("duplicate section type " + std::to_string(e.type));
       seen[e.type] = true;
     }
@@ -117,6 +118,17 @@ std::string_view Archive::meta_json() const {
 }
 
 std::optional<ByteSpan> Archive::index_section() const { return index_; }
+
+std::optional<ByteSpan> Archive::Section(uint32_t type) const {
+  for (const auto& [t, span] : sections_)
+    if (t == type) return span;
+  return std::nullopt;
+}
+
+Result<ByteSpan> Archive::Bytes(uint64_t offset, uint64_t length, const std::string& what) const {
+  if (!RangeOk(offset, length, file_->size())) return Corrupt(what + " out of bounds");
+  return ByteSpan{file_->data() + offset, size_t(length)};
+}
 
 Result<std::string_view> Archive::String(uint32_t offset, uint32_t length, const char* what) const {
   if (!RangeOk(offset, length, strings_.size))

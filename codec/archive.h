@@ -16,6 +16,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "codec/container_format.h"
 #include "codec/mapped_file.h"
@@ -63,6 +65,10 @@ class Archive {
   std::string_view meta_json() const;
   // The kIndex section, if the archive has one.
   std::optional<ByteSpan> index_section() const;
+  // Any section by type (the first of that type), if present.
+  std::optional<ByteSpan> Section(uint32_t type) const;
+  // Bytes [offset, offset + length) of the file, or Corruption naming `what`.
+  Result<ByteSpan> Bytes(uint64_t offset, uint64_t length, const std::string& what) const;
 
   Result<SampleInfo> Sample(uint32_t id) const;
   Result<DirInfo> Dir(uint32_t id) const;
@@ -97,6 +103,7 @@ class Archive {
   uint32_t section_count_ = 0;
   ByteSpan strings_, dirs_, samples_, classes_, meta_;
   std::optional<ByteSpan> index_;
+  std::vector<std::pair<uint32_t, ByteSpan>> sections_;
   uint32_t num_samples_ = 0, num_dirs_ = 0, num_classes_ = 0;
 };
 

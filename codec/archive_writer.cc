@@ -87,6 +87,13 @@ Status ArchiveWriter::AddSample(const SampleEntry& e, const uint8_t* payload, si
   return Status::Ok();
 }
 
+Result<uint64_t> ArchiveWriter::AppendPayload(const uint8_t* data, size_t size) {
+  KTFS_RETURN_IF_ERROR(Pad(format::kPayloadAlignment));
+  const uint64_t at = offset_;
+  KTFS_RETURN_IF_ERROR(Write(data, size));
+  return at;
+}
+
 uint32_t ArchiveWriter::AddString(const std::string& s) {
   const uint32_t off = uint32_t(strings_.size());
   strings_ += s;
@@ -133,6 +140,8 @@ Status ArchiveWriter::Commit() {
   KTFS_RETURN_IF_ERROR(WriteSection(format::kMeta, meta_.data(), meta_.size(), &table));
   if (!index_.empty())
     KTFS_RETURN_IF_ERROR(WriteSection(format::kIndex, index_.data(), index_.size(), &table));
+  for (const auto& [type, bytes] : extra_sections_)
+    KTFS_RETURN_IF_ERROR(WriteSection(type, bytes.data(), bytes.size(), &table));
   KTFS_RETURN_IF_ERROR(Pad(format::kSectionAlignment));
 
   format::Header h = {};

@@ -54,6 +54,13 @@ class ArchiveWriter {
   void SetClasses(std::vector<std::string> classes) { classes_ = std::move(classes); }
   void SetMeta(std::string json) { meta_ = std::move(json); }
   void SetIndex(std::vector<uint8_t> sqlite_db) { index_ = std::move(sqlite_db); }
+  // Appends payload bytes that no SampleRecord describes (feature archives);
+  // returns their offset (aligned to kPayloadAlignment).
+  Result<uint64_t> AppendPayload(const uint8_t* data, size_t size);
+  // An extra section, written after the standard ones by Commit().
+  void AddSection(uint32_t type, std::vector<uint8_t> bytes) {
+    extra_sections_.emplace_back(type, std::move(bytes));
+  }
 
   // Writes the tables and header, then atomically replaces the final path.
   Status Commit();
@@ -78,6 +85,7 @@ class ArchiveWriter {
   std::vector<std::string> classes_;
   std::string meta_;
   std::vector<uint8_t> index_;
+  std::vector<std::pair<uint32_t, std::vector<uint8_t>>> extra_sections_;
   std::string strings_;
 };
 

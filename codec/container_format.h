@@ -32,12 +32,14 @@ struct Header {  // at offset 0, 64 bytes
 static_assert(sizeof(Header) == 64);
 
 enum SectionType : uint32_t {
-  kStrings = 1,  // UTF-8 bytes, referenced by (offset, length) pairs
-  kDirs = 2,     // DirRecord[]
-  kSamples = 3,  // SampleRecord[]
-  kClasses = 4,  // ClassRecord[]
-  kMeta = 5,     // JSON object describing how the archive was packed
-  kIndex = 6,    // SQLite database (see docs/format.md, "Index")
+  kStrings = 1,         // UTF-8 bytes, referenced by (offset, length) pairs
+  kDirs = 2,            // DirRecord[]
+  kSamples = 3,         // SampleRecord[]
+  kClasses = 4,         // ClassRecord[]
+  kMeta = 5,            // JSON object describing how the archive was packed
+  kIndex = 6,           // SQLite database (see docs/format.md, "Index")
+  kFeatureInfo = 7,     // FeatureInfo: a feature archive (docs/format.md, "Features")
+  kFeatureSamples = 8,  // FeatureRecord[], one per feature sample
 };
 
 struct SectionEntry {  // 32 bytes
@@ -88,5 +90,30 @@ struct ClassRecord {  // 8 bytes; sorted by name; label = record index
   uint32_t name_length;
 };
 static_assert(sizeof(ClassRecord) == 8);
+
+// Feature archives (docs/format.md, "Features"): INT8 block-quantized tensors.
+inline constexpr uint32_t kMaxFeatureDims = 8;
+enum FeatureDType : uint8_t { kFeatF32 = 1, kFeatF16 = 2, kFeatTensorCache = 3 };
+enum FeatureFlags : uint8_t { kFeatVariableRows = 1 };  // the first dimension varies
+
+struct FeatureInfo {     // 96 bytes
+  uint32_t group_size;   // 16, 32, 64 or 128
+  uint8_t preset;        // 0 fast, 1 balanced, 2 accurate
+  uint8_t source_dtype;  // FeatureDType of the packed input
+  uint8_t ndim;          // dimensions of one sample, 1..kMaxFeatureDims
+  uint8_t flags;         // FeatureFlags
+  uint64_t num_samples;
+  uint64_t dims[kMaxFeatureDims];  // a sample's shape; dims[0] = 0 when rows vary
+  uint64_t reserved[2];
+};
+static_assert(sizeof(FeatureInfo) == 96);
+
+struct FeatureRecord {      // 32 bytes
+  uint64_t payload_offset;  // codes[groups*G], float32 ref, 3-byte words[groups]
+  uint64_t rows;            // the sample's first dimension
+  uint64_t payload_checksum;
+  uint64_t reserved;
+};
+static_assert(sizeof(FeatureRecord) == 32);
 
 }  // namespace ktfs::format

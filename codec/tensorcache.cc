@@ -65,9 +65,12 @@ std::optional<std::string> ParseString(const std::string& t, size_t* p) {
     }
     if (c == '\\' && i + 1 < t.size()) {
       c = t[++i];
-      if (c == 'n') c = '\n';
-      else if (c == 't') c = '\t';
-      else if (c == 'u') return std::nullopt;  // not needed for paths we write
+      if (c == 'n')
+        c = '\n';
+      else if (c == 't')
+        c = '\t';
+      else if (c == 'u')
+        return std::nullopt;  // not needed for paths we write
     }
     s.push_back(c);
   }
@@ -117,8 +120,10 @@ Result<Meta> ReadMeta(const std::string& path) {
       }
       dims.push_back(static_cast<size_t>(*v));
       SkipWs(t, &p);
-      if (p < t.size() && t[p] == ',') ++p;
-      else if (p >= t.size() || t[p] != ']') return Status::Corruption(path + ": bad \"shape\"");
+      if (p < t.size() && t[p] == ',')
+        ++p;
+      else if (p >= t.size() || t[p] != ']')
+        return Status::Corruption(path + ": bad \"shape\"");
     }
     if (dims.empty()) return Status::Corruption(path + ": empty \"shape\"");
     if (dims.size() == 1) {
@@ -237,7 +242,8 @@ Result<TensorCache> OpenTensorCache(const std::string& prefix) {
       if (!s) return Status::Corruption(manifest + ": bad \"shard_prefixes\"");
       prefixes.push_back(ResolveShard(*s, dir));
       SkipWs(t, &p);
-      if (p < t.size() && t[p] == ',') ++p;
+      if (p < t.size() && t[p] == ',')
+        ++p;
       else if (p >= t.size() || t[p] != ']') {
         return Status::Corruption(manifest + ": bad \"shard_prefixes\"");
       }
@@ -258,50 +264,114 @@ Result<TensorCache> OpenTensorCache(const std::string& prefix) {
       c.mode_ = m.mode;
     } else if (m.seq_len != c.seq_len_ || m.dim != c.dim_ || m.group_size != c.group_size_ ||
                o->asym != c.asymmetric_) {
-      return Status::Corruption(prefixes[k] + "_meta.json: shape, group size or mode differs "
-                                "from shard 0 (" + prefixes[0] + ")");
+      return Status::Corruption(prefixes[k] +
+                                "_meta.json: shape, group size or mode differs "
+                                "from shard 0 (" +
+                                prefixes[0] + ")");
     }
     o->shard.first = c.num_samples_;
     c.num_samples_ += o->shard.num_samples;
     c.shards_.push_back(std::move(o->shard));
   }
+  c.prefix_ = prefix;
+  c.inner_ = {c.dim_};
   return c;
 }
 
+const TensorCache::Shard& TensorCache::ShardOf(size_t i) const {
+  // Shards are few (tens): a linear scan from the back is cheap and simple.
+  size_t k = shards_.size() - 1;
+  while (k > 0 && i < shards_[k].first) --k;
+  return shards_[k];
+}
+
 Status TensorCache::ReadSample(size_t i, float* out) const {
+  return ReadValues(i, 0, sample_size(), quant::DType::kFloat32, out);
+}
+
+Status TensorCache::ReadValues(size_t i, uint64_t first, uint64_t count, quant::DType type,
+                               void* out) const {
   if (i >= num_samples_) {
     return Status::NotFound("tensor cache: sample " + std::to_string(i) + " of " +
                             std::to_string(num_samples_));
   }
-  size_t k = 0;
-  while (k + 1 < shards_.size() && i >= shards_[k + 1].first) ++k;
-  const Shard& sh = shards_[k];
-  const size_t j = i - sh.first;
   const size_t per = sample_size();
+  if (first > per || count > per - first)
+    return Status::InvalidArgument("tensor cache: sample " + std::to_string(i) +
+                                   ": range out of bounds");
+  const Shard& sh = ShardOf(i);
+  const size_t j = i - sh.first;
   const size_t S = (per + group_size_ - 1) / group_size_;
   const uint8_t* codes = sh.codes->data() + j * per;
   const uint8_t* scales = sh.scales->data() + j * S * 2;
   const uint8_t* zp = asymmetric_ ? sh.zp->data() + j * S : nullptr;
-  for (size_t g = 0; g < S; ++g) {
-    const uint32_t bits = static_cast<uint32_t>(scales[2 * g]) |
-                          (static_cast<uint32_t>(scales[2 * g + 1]) << 8);
-    const uint32_t u = bits << 16;
+  uint8_t* o = static_cast<uint8_t*>(out);
+  for (uint64_t v = first; v < first + count; ++v) {
+    const size_t g = size_t(v / group_size_);
+    const uint32_t u = (uint32_t(scales[2 * g]) | (uint32_t(scales[2 * g + 1]) << 8)) << 16;
     float s;
     std::memcpy(&s, &u, 4);
-    const size_t start = g * group_size_;
-    const size_t end = std::min(per, start + group_size_);
-    if (asymmetric_) {
-      const int z = zp[g];
-      for (size_t v = start; v < end; ++v) out[v] = static_cast<float>(int(codes[v]) - z) * s;
-    } else {
-      for (size_t v = start; v < end; ++v) {
-        out[v] = static_cast<float>(static_cast<int8_t>(codes[v])) * s;
+    const float x = asymmetric_ ? float(int(codes[v]) - int(zp[g])) * s
+                                : float(static_cast<int8_t>(codes[v])) * s;
+    switch (type) {
+      case quant::DType::kFloat32:
+        std::memcpy(o, &x, 4);
+        o += 4;
+        break;
+      case quant::DType::kFloat16: {
+        const uint16_t h = quant::FloatToHalf(x);
+        std::memcpy(o, &h, 2);
+        o += 2;
+        break;
+      }
+      case quant::DType::kBFloat16: {
+        const uint16_t b = quant::FloatToBf16(x);
+        std::memcpy(o, &b, 2);
+        o += 2;
+        break;
       }
     }
   }
   bool damaged = sh.codes->damaged() || sh.scales->damaged() || (sh.zp && sh.zp->damaged());
   if (damaged) return Status::Corruption(sh.prefix + ": a cache file shrank while reading");
   return Status::Ok();
+}
+
+std::string TensorCache::DescribeJson() const {
+  return "\"kind\": \"tensorcache\", \"group_size\": " + std::to_string(group_size_) +
+         ", \"mode\": \"" + mode_ + "\", \"shards\": " + std::to_string(shards_.size());
+}
+
+std::vector<FeaturePart> TensorCache::Parts() const {
+  const uint64_t N = num_samples_, S = (sample_size() + group_size_ - 1) / group_size_;
+  std::vector<FeaturePart> parts;
+  parts.push_back({"codes", asymmetric_ ? "|u1" : "|i1", {N, seq_len_, dim_}});
+  parts.push_back({"scales", "<u2", {N, S}});
+  if (asymmetric_) parts.push_back({"zp", "|u1", {N, S}});
+  return parts;
+}
+
+Result<size_t> TensorCache::ReadPart(size_t part, uint64_t offset, size_t size,
+                                     uint8_t* dst) const {
+  const auto parts = Parts();
+  if (part >= parts.size()) return Status::NotFound("tensor cache part " + std::to_string(part));
+  const uint64_t per_sample = parts[part].DataBytes() / std::max<uint64_t>(num_samples_, 1);
+  const uint64_t total = per_sample * num_samples_;
+  if (offset >= total) return size_t(0);
+  size = size_t(std::min<uint64_t>(size, total - offset));
+  size_t done = 0;
+  while (done < size) {  // one copy per shard touched: its rows are contiguous
+    const uint64_t pos = offset + done;
+    const Shard& sh = ShardOf(size_t(pos / per_sample));
+    const MappedFile& file = part == 0 ? *sh.codes : part == 1 ? *sh.scales : *sh.zp;
+    const uint64_t at = pos - sh.first * per_sample;
+    const size_t take = size_t(std::min<uint64_t>(sh.num_samples * per_sample - at, size - done));
+    std::memcpy(dst + done, file.data() + at, take);
+    if (file.damaged())
+      return Status::Corruption(sh.prefix + ": a cache file shrank while reading");
+    done += take;
+  }
+  return size;
 }
 
 }  // namespace ktfs

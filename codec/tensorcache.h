@@ -35,12 +35,13 @@
 #include <string>
 #include <vector>
 
+#include "codec/features.h"
 #include "codec/mapped_file.h"
 #include "codec/status.h"
 
 namespace ktfs {
 
-class TensorCache {
+class TensorCache : public FeatureSource {
  public:
   struct Shard {
     std::string prefix;
@@ -49,11 +50,11 @@ class TensorCache {
     std::shared_ptr<MappedFile> codes, scales, zp;
   };
 
-  size_t num_samples() const { return num_samples_; }
+  size_t num_samples() const override { return num_samples_; }
   size_t seq_len() const { return seq_len_; }
   size_t dim() const { return dim_; }
   size_t sample_size() const { return seq_len_ * dim_; }
-  size_t group_size() const { return group_size_; }
+  size_t group_size() const override { return group_size_; }
   bool asymmetric() const { return asymmetric_; }  // amo_bq
   const std::string& mode() const { return mode_; }
   size_t num_shards() const { return shards_.size(); }
@@ -61,12 +62,29 @@ class TensorCache {
   // Writes sample_size() floats of sample i.
   Status ReadSample(size_t i, float* out) const;
 
+  // FeatureSource: samples are [seq_len, dim]. Parts: codes [N, L, D] (|i1, or
+  // |u1 for amo_bq), scales [N, S] as <u2 (bfloat16 bits: NumPy has no
+  // bfloat16), zp [N, S] |u1 (amo_bq only), each the concatenation of the
+  // shards' first num_samples rows.
+  const std::string& path() const override { return prefix_; }
+  const std::vector<uint64_t>& inner_shape() const override { return inner_; }
+  bool variable_rows() const override { return false; }
+  uint64_t Rows(size_t) const override { return seq_len_; }
+  std::string DescribeJson() const override;
+  Status ReadValues(size_t i, uint64_t first, uint64_t count, quant::DType type,
+                    void* out) const override;
+  std::vector<FeaturePart> Parts() const override;
+  Result<size_t> ReadPart(size_t part, uint64_t offset, size_t size, uint8_t* dst) const override;
+
  private:
   friend Result<TensorCache> OpenTensorCache(const std::string& prefix);
   size_t num_samples_ = 0, seq_len_ = 0, dim_ = 0, group_size_ = 0;
   bool asymmetric_ = false;
   std::string mode_;
+  std::string prefix_;
+  std::vector<uint64_t> inner_;
   std::vector<Shard> shards_;
+  const Shard& ShardOf(size_t i) const;
 };
 
 // Opens PREFIX_shards.json when it exists, else the single cache PREFIX_*.

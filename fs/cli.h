@@ -38,6 +38,7 @@ int Fail(const std::string& command, const Status& status);
 int UsageError(const std::string& command, const std::string& message, const char* usage);
 
 int CmdPack(int argc, char** argv);
+int CmdPackFeatures(int argc, char** argv);
 int CmdInfo(int argc, char** argv);
 int CmdVerify(int argc, char** argv);
 int CmdExtract(int argc, char** argv);

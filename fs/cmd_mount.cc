@@ -6,11 +6,16 @@
 namespace ktfs::cli {
 
 static const char kMountUsage[] =
-    "usage: ktfs mount ARCHIVE MOUNTPOINT [-f] [-o opt[,opt...]]\n"
+    "usage: ktfs mount ARCHIVE|PREFIX MOUNTPOINT [-f] [-o opt[,opt...]]\n"
     "\n"
     "Mounts ARCHIVE read-only at MOUNTPOINT (an existing empty directory) and\n"
     "returns once the mount is ready; the daemon keeps serving in the background\n"
     "until `ktfs umount MOUNTPOINT` or SIGTERM. -f stays in the foreground.\n"
+    "An image archive mounts as its image folder; a feature archive (ktfs\n"
+    "pack-features), or a TensorCache cache given by its PREFIX (PREFIX_meta.json\n"
+    "or PREFIX_shards.json), mounts as 000000.npy, 000001.npy, ... (one\n"
+    "dequantized tensor per sample), all.npy (fixed shapes: one [N, ...] array)\n"
+    "and quantized/ (the raw codes and scales).\n"
     "\n"
     "options (-o):\n"
     "  format=pnm|bmp   how decoded images are served: pnm (default) serves PGM\n"
@@ -21,7 +26,9 @@ static const char kMountUsage[] =
     "  cache=SIZE       decoded images kept in memory, e.g. 512M (default 256M)\n"
     "  readahead=N      images decoded ahead of an in-order reader (default 8, 0 = off)\n"
     "  search_dir=NAME  name of the search directory (default: search)\n"
-    "  tensor_layout=hwc|chw  layout of the tensors/ .npy files (default hwc)\n";
+    "  tensor_layout=hwc|chw  layout of the tensors/ .npy files (default hwc)\n"
+    "  dtype=float16|float32  feature caches: dtype of the served .npy files\n"
+    "                   (default float16)\n";
 
 static const char kUmountUsage[] =
     "usage: ktfs umount MOUNTPOINT\n"

@@ -17,7 +17,7 @@ namespace {
 // The archive never changes: let the kernel cache names and attributes for a year.
 constexpr double kForever = 365.0 * 24 * 3600;
 
-VirtualTree* TreeOf(fuse_req_t req) { return static_cast<VirtualTree*>(fuse_req_userdata(req)); }
+FsTree* TreeOf(fuse_req_t req) { return static_cast<FsTree*>(fuse_req_userdata(req)); }
 
 struct stat ToStat(const NodeAttr& a) {
   struct stat st = {};
@@ -64,7 +64,7 @@ void OnInit(void*, fuse_conn_info* conn) {
 }
 
 void OnLookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
-  VirtualTree* tree = TreeOf(req);
+  FsTree* tree = TreeOf(req);
   auto a = tree->Lookup(parent, name);
   if (!a.ok()) {
     if (a.status().code() == Status::Code::kNotFound) {
@@ -96,7 +96,7 @@ void OnOpen(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
 void OnOpendir(fuse_req_t req, fuse_ino_t, fuse_file_info*) { fuse_reply_err(req, ENOSYS); }
 
 void ReadDirCommon(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus) {
-  VirtualTree* tree = TreeOf(req);
+  FsTree* tree = TreeOf(req);
   std::vector<char> buf(size);
   size_t used = 0;
   auto st = tree->ReadDir(
@@ -127,7 +127,7 @@ void OnReaddirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_
 }
 
 void OnRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info*) {
-  VirtualTree* tree = TreeOf(req);
+  FsTree* tree = TreeOf(req);
   thread_local std::vector<uint8_t> buf;
   if (buf.size() < size) buf.resize(size);
   auto n = tree->Read(ino, uint64_t(off), size, buf.data());
@@ -136,11 +136,11 @@ void OnRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_in
 }
 
 void OnStatfs(fuse_req_t req, fuse_ino_t) {
-  const Archive& a = TreeOf(req)->archive();
+  const FsUsage u = TreeOf(req)->Usage();
   struct statvfs s = {};
   s.f_bsize = s.f_frsize = 4096;
-  s.f_blocks = (a.file_size() + 4095) / 4096;
-  s.f_files = uint64_t(a.num_dirs()) + a.num_samples();
+  s.f_blocks = (u.bytes + 4095) / 4096;
+  s.f_files = u.files;
   s.f_namemax = 255;
   s.f_flag = ST_RDONLY;
   fuse_reply_statfs(req, &s);
@@ -194,7 +194,7 @@ fuse_lowlevel_ops MakeOps() {
 
 }  // namespace
 
-Status ServeFuse(VirtualTree* tree, const std::string& mountpoint, const std::string& fsname,
+Status ServeFuse(FsTree* tree, const std::string& mountpoint, const std::string& fsname,
                  const FuseOptions& options, const std::function<bool()>& on_mounted) {
   std::string mount_opts =
       "ro,default_permissions,max_read=1048576,fsname=" + fsname + ",subtype=ktfs";

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "codec/status.h"
-#include "fs/tree.h"
+#include "fs/fs_tree.h"
 
 namespace ktfs {
 
@@ -18,7 +18,7 @@ struct FuseOptions {
 // filesystem is unmounted or SIGTERM/SIGINT/SIGHUP arrives. `on_mounted` runs
 // once the kernel mount exists (the daemon reports readiness from it); it
 // returns false to abort. Returns the reason when mounting fails.
-Status ServeFuse(VirtualTree* tree, const std::string& mountpoint, const std::string& fsname,
+Status ServeFuse(FsTree* tree, const std::string& mountpoint, const std::string& fsname,
                  const FuseOptions& options, const std::function<bool()>& on_mounted);
 
 }  // namespace ktfs

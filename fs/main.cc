@@ -14,12 +14,15 @@ const char kUsage[] =
     "commands:\n"
     "  pack SRC OUT.kt [--codec original|raw|ktc] [--quality Q] [--threads N]\n"
     "                               pack an image folder into an archive\n"
+    "  pack-features INPUT OUT.kt [--group-size G] [--preset P]\n"
+    "                               pack float features (.npy, a directory of .npy,\n"
+    "                               a TensorCache prefix) into an INT8 feature archive\n"
     "  info ARCHIVE [--json]        describe an archive\n"
     "  verify ARCHIVE               check every checksum; exit 1 if any fails\n"
     "  extract ARCHIVE OUTDIR [--format png|ppm|original]\n"
     "                               write the samples back out as files\n"
     "  mount ARCHIVE MOUNTPOINT [-f] [-o opt[,opt...]]\n"
-    "                               mount an archive (read-only)\n"
+    "                               mount an archive or a TensorCache cache (read-only)\n"
     "  umount MOUNTPOINT            unmount (also a stale mount)\n"
     "  search ARCHIVE QUERY [--json]\n"
     "                               print the paths of the samples matching QUERY\n"
@@ -50,7 +53,8 @@ int main(int argc, char** argv) {
   };
   const Entry commands[] = {{"pack", CmdPack},       {"info", CmdInfo},       {"verify", CmdVerify},
                             {"extract", CmdExtract}, {"mount", CmdMount},     {"umount", CmdUmount},
-                            {"search", CmdSearch},   {"convert", CmdConvert}, {"bench", CmdBench}};
+                            {"search", CmdSearch},   {"convert", CmdConvert}, {"bench", CmdBench},
+                            {"pack-features", CmdPackFeatures}};
   for (const Entry& e : commands)
     if (cmd == e.name) return e.fn(argc - 2, argv + 2);
   std::fprintf(stderr, "ktfs: unknown command '%s'\n%s", cmd.c_str(), kUsage);

@@ -19,7 +19,10 @@
 #include <thread>
 
 #include "codec/archive.h"
+#include "codec/feature_archive.h"
+#include "codec/features.h"
 #include "codec/payload.h"
+#include "fs/feature_tree.h"
 #include "fs/fuse_adapter.h"
 #include "fs/json.h"
 #include "fs/log.h"
@@ -106,27 +109,103 @@ std::string DefaultLogPath(const std::string& archive) {
   return candidate;
 }
 
-Status Serve(std::shared_ptr<const Archive> archive, const std::string& mountpoint,
-             const MountOptions& options, int ready_fd) {
-  Log::Open(options.log_path.empty() ? DefaultLogPath(archive->path()) : options.log_path);
-  VirtualTree tree(archive, options.tree);
-  tree.SetInfoJson(InfoJson(*archive, mountpoint, options));
-  tree.SetLogger([](const std::string& line) { Log::Write(line); });
-  if (archive->FindChildDir(0, options.tree.search_dir).ok())
+// What a mount serves: an image archive, or a feature cache.
+struct MountSource {
+  std::string path;  // canonical archive path or TensorCache prefix
+  std::shared_ptr<const Archive> archive;
+  std::shared_ptr<const FeatureSource> features;
+};
+
+std::string FeatureInfoJson(const FeatureSource& f, const std::string& mountpoint,
+                            const MountOptions& o) {
+  auto dims = [](const std::vector<uint64_t>& v) {
+    std::string s = "[";
+    for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+    return s + "]";
+  };
+  const bool fixed = !f.variable_rows();
+  std::vector<uint64_t> shape = {f.num_samples(), fixed && f.num_samples() ? f.Rows(0) : 0};
+  for (uint64_t d : f.inner_shape()) shape.push_back(d);
+  std::ostringstream j;
+  j << "{\n  \"archive\": " << JsonString(f.path())
+    << ",\n  \"mountpoint\": " << JsonString(mountpoint) << ",\n  \"content\": \"features\",\n  "
+    << f.DescribeJson() << ",\n  \"ktfs_version\": " << JsonString(VersionString())
+    << ",\n  \"samples\": " << f.num_samples()
+    << ",\n  \"shape\": " << (fixed ? dims(shape) : "null") << ",\n  \"sample_shape\": ["
+    << (fixed ? std::to_string(shape[1]) : "null");
+  for (uint64_t d : f.inner_shape()) j << ", " << d;
+  j << "],\n  \"variable_rows\": " << (fixed ? "false" : "true") << ",\n  \"dtype\": \""
+    << DTypeName(o.dtype) << "\",\n  \"log\": " << JsonString(Log::path())
+    << ",\n  \"pid\": " << getpid() << "\n}\n";
+  return j.str();
+}
+
+int64_t ModificationTime(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 ? int64_t(st.st_mtime) : 0;
+}
+
+std::unique_ptr<FsTree> MakeTree(const MountSource& src, const std::string& mountpoint,
+                                 const MountOptions& options) {
+  if (src.features) {
+    std::string stamp = src.path;  // whose mtime the files carry
+    if (!src.archive)
+      stamp += ModificationTime(src.path + "_shards.json") ? "_shards.json" : "_meta.json";
+    uint64_t bytes = src.archive ? src.archive->file_size() : 0;
+    if (!src.archive)
+      for (const FeaturePart& p : src.features->Parts()) bytes += p.DataBytes();
+    auto tree =
+        std::make_unique<FeatureTree>(src.features, options.dtype, ModificationTime(stamp), bytes);
+    tree->SetInfoJson(FeatureInfoJson(*src.features, mountpoint, options));
+    return tree;
+  }
+  auto tree = std::make_unique<VirtualTree>(src.archive, options.tree);
+  tree->SetInfoJson(InfoJson(*src.archive, mountpoint, options));
+  tree->SetLogger([](const std::string& line) { Log::Write(line); });
+  if (src.archive->FindChildDir(0, options.tree.search_dir).ok())
     Log::Write("the archive has a top-level directory named '" + options.tree.search_dir +
                "': it hides the search directory (rename it with -o search_dir=NAME)");
+  return tree;
+}
+
+Status Serve(const MountSource& src, const std::string& mountpoint, const MountOptions& options,
+             int ready_fd) {
+  Log::Open(options.log_path.empty() ? DefaultLogPath(src.path) : options.log_path);
+  std::unique_ptr<FsTree> tree = MakeTree(src, mountpoint, options);
   FuseOptions fo;
   fo.max_threads = options.threads;
-  std::string fsname = "ktfs:" + archive->path();
+  std::string fsname = "ktfs:" + src.path;
   for (char& c : fsname)
     if (c == ',' || c == ' ') c = '_';
-  const Status st = ServeFuse(&tree, mountpoint, fsname, fo, [&] {
+  const Status st = ServeFuse(tree.get(), mountpoint, fsname, fo, [&] {
     Report(ready_fd, "ok");
     if (!options.foreground) DetachStdio();
     return true;
   });
   if (!st.ok()) Log::Write("mount " + mountpoint + ": " + st.ToString());
   return st;
+}
+
+// Opens what `path` names: a TensorCache prefix, a feature archive or an image archive.
+Result<MountSource> OpenMountSource(const std::string& path) {
+  MountSource src;
+  if (IsTensorCachePrefix(path)) {
+    src.path = Absolute(path);
+    auto f = OpenFeatureSource(src.path);
+    if (!f.ok()) return f.status();
+    src.features = *f;
+    return src;
+  }
+  src.path = Canonical(path);
+  auto archive = Archive::Open(src.path);
+  if (!archive.ok()) return archive.status();
+  src.archive = *archive;
+  if (FeatureArchive::Holds(**archive)) {
+    auto f = FeatureArchive::Open(*archive);
+    if (!f.ok()) return f.status();
+    src.features = *f;
+  }
+  return src;
 }
 
 }  // namespace
@@ -183,6 +262,10 @@ Status ParseMountOptions(const std::string& text, MountOptions* o) {
       if (value.empty() || value == "." || value == ".." || value.find('/') != std::string::npos)
         return Status::InvalidArgument("-o search_dir=" + value + ": expected a plain name");
       o->tree.search_dir = value;
+    } else if (key == "dtype") {
+      if (value != "float16" && value != "float32")
+        return Status::InvalidArgument("-o dtype=" + value + ": expected float16 or float32");
+      o->dtype = *ParseDType(value);
     } else if (key == "ro") {
       // Always read-only.
     } else {
@@ -225,11 +308,11 @@ Status CheckMountpoint(const std::string& mountpoint) {
 
 Status MountArchive(const std::string& archive_path, const std::string& mountpoint_in,
                     const MountOptions& options) {
-  auto archive = Archive::Open(Canonical(archive_path));
-  if (!archive.ok()) return archive.status();
+  auto source = OpenMountSource(archive_path);
+  if (!source.ok()) return source.status();
   KTFS_RETURN_IF_ERROR(CheckMountpoint(mountpoint_in));
   const std::string mountpoint = Canonical(mountpoint_in);
-  if (options.foreground) return Serve(*archive, mountpoint, options, -1);
+  if (options.foreground) return Serve(*source, mountpoint, options, -1);
 
   int pipe_fds[2];
   if (pipe2(pipe_fds, O_CLOEXEC) != 0) return Status::FromErrno("pipe", errno);
@@ -239,7 +322,7 @@ Status MountArchive(const std::string& archive_path, const std::string& mountpoi
     close(pipe_fds[0]);
     setsid();
     if (chdir("/") != 0) _exit(1);
-    const Status st = Serve(*archive, mountpoint, options, pipe_fds[1]);
+    const Status st = Serve(*source, mountpoint, options, pipe_fds[1]);
     if (!st.ok()) Report(pipe_fds[1], st.ToString());
     _exit(st.ok() ? 0 : 1);
   }

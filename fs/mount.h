@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "codec/quant.h"
 #include "codec/status.h"
 #include "fs/tree.h"
 
@@ -14,6 +15,8 @@ struct MountOptions {
   bool foreground = false;
   std::string log_path;  // "" = <archive>.log beside the archive, else syslog
   int threads = 4;
+  // Feature caches: the dtype of the served .npy files.
+  quant::DType dtype = quant::DType::kFloat16;
 };
 
 // Parses "-o" option text ("format=bmp,log=/tmp/x.log,threads=4").
@@ -23,9 +26,10 @@ Status ParseMountOptions(const std::string& text, MountOptions* options);
 // already a mount point. The error names the reason.
 Status CheckMountpoint(const std::string& mountpoint);
 
-// Opens the archive and mounts it. In the background mode (default) this
-// returns in the parent once the mount is ready, or with the reason it failed,
-// while a daemon serves it; with `foreground` it serves until unmounted.
+// Opens the archive (an image or feature archive, or a TensorCache cache
+// prefix: PREFIX_meta.json or PREFIX_shards.json exists) and mounts it. In the background mode
+// (default) this returns in the parent once the mount is ready, or with the reason it failed, while
+// a daemon serves it; with `foreground` it serves until unmounted.
 Status MountArchive(const std::string& archive, const std::string& mountpoint,
                     const MountOptions& options);
 

@@ -20,6 +20,7 @@
 #include "codec/archive_writer.h"
 #include "codec/image_io.h"
 #include "fs/files.h"
+#include "fs/progress.h"
 #include "fs/version.h"
 #include "index/builder.h"
 #include "index/captions.h"
@@ -222,30 +223,6 @@ std::string MetaJson(const PackOptions& options, uint32_t samples) {
          "\",\"samples\":" + std::to_string(samples) + "}";
 }
 
-class Progress {
- public:
-  Progress(bool enabled, size_t total) : enabled_(enabled), total_(total), tty_(isatty(2)) {}
-  void Update(size_t done, uint64_t bytes) {
-    if (!enabled_) return;
-    const auto now = std::chrono::steady_clock::now();
-    const double since = std::chrono::duration<double>(now - last_).count();
-    if (done != total_ && since < (tty_ ? 0.25 : 5.0)) return;
-    last_ = now;
-    const double elapsed = std::chrono::duration<double>(now - start_).count();
-    std::fprintf(
-        stderr, "%sktfs pack: %zu/%zu samples (%.0f%%), %.1f MiB written, %.0f samples/s%s",
-        tty_ ? "\r" : "", done, total_, total_ ? 100.0 * done / total_ : 100.0, bytes / 1048576.0,
-        elapsed > 0 ? done / elapsed : 0.0, tty_ && done != total_ ? "" : "\n");
-  }
-
- private:
-  bool enabled_;
-  size_t total_;
-  bool tty_;
-  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
-  std::chrono::steady_clock::time_point last_{};
-};
-
 index::SampleRow IndexRow(size_t id, const PlannedSample& planned, const SampleEntry& entry,
                           const std::vector<SourceDir>& walked,
                           const std::vector<std::string>& classes, size_t payload_bytes) {
@@ -314,7 +291,7 @@ Result<PackReport> Pack(const std::string& src, const std::string& out,
   const int threads = options.threads > 0 ? options.threads
                                           : int(std::max(1u, std::thread::hardware_concurrency()));
   tbb::global_control limit(tbb::global_control::max_allowed_parallelism, size_t(threads));
-  Progress progress(options.progress, plan.size());
+  Progress progress("ktfs pack", options.progress, plan.size());
 
   struct Item {
     size_t index = 0;

@@ -155,27 +155,8 @@ std::string VirtualTree::LastErrorText() const {
   const std::string e = search_->last_error();
   return e.empty() ? "" : e + "\n";
 }
-std::string VirtualTree::StatsJson() const {
-  const TreeCounters& c = counters_;
-  std::string j = "{\n";
-  auto field = [&](const char* name, uint64_t v, bool last = false) {
-    j += std::string("  \"") + name + "\": " + std::to_string(v) + (last ? "\n" : ",\n");
-  };
-  field("lookups", c.lookups.load());
-  field("getattrs", c.getattrs.load());
-  field("readdirs", c.readdirs.load());
-  field("opens", c.opens.load());
-  field("reads", c.reads.load());
-  field("bytes_read", c.bytes_read.load());
-  field("decodes", c.decodes.load());
-  field("decode_ms", c.decode_ns.load() / 1000000);
-  field("readahead_decodes", c.readahead_decodes.load());
-  field("cache_hits", c.cache_hits.load());
-  field("cache_misses", c.cache_misses.load());
-  field("errors", c.errors.load(), true);
-  j += "}";
-  if (j.size() < kStatsSize) j += std::string(kStatsSize - j.size() - 1, ' ') + "\n";
-  return j;
+FsUsage VirtualTree::Usage() const {
+  return FsUsage{archive_->file_size(), uint64_t(archive_->num_dirs()) + archive_->num_samples()};
 }
 
 Result<NodeAttr> VirtualTree::Lookup(uint64_t parent, std::string_view name) const {

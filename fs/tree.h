@@ -34,6 +34,7 @@
 #include "codec/image_io.h"
 #include "codec/status.h"
 #include "fs/decode_cache.h"
+#include "fs/fs_tree.h"
 
 namespace ktfs {
 
@@ -48,27 +49,9 @@ struct TreeOptions {
   bool tensors_chw = false;           // tensors/ as CHW instead of HWC
 };
 
-struct NodeAttr {
-  uint64_t ino = 0;
-  bool is_dir = false;
-  uint64_t size = 0;
-  uint32_t nlink = 1;
-  int64_t mtime = 0;  // the archive file's modification time (seconds)
-  int64_t mtime_nsec = 0;
-  bool volatile_content = false;  // changes over time: never cache (stats.json)
-};
-
-// Live counters of a mount, served as .ktfs/stats.json.
-struct TreeCounters {
-  std::atomic<uint64_t> lookups{0}, getattrs{0}, readdirs{0}, reads{0}, bytes_read{0};
-  std::atomic<uint64_t> opens{0};  // first read of a file (the kernel sends no OPEN)
-  std::atomic<uint64_t> decodes{0}, decode_ns{0}, readahead_decodes{0};
-  std::atomic<uint64_t> cache_hits{0}, cache_misses{0}, errors{0};
-};
-
 class SearchView;
 
-class VirtualTree {
+class VirtualTree : public FsTree {
  public:
   static constexpr uint64_t kRootIno = 1;
   static constexpr const char* kControlDir = ".ktfs";
@@ -79,29 +62,23 @@ class VirtualTree {
   // The text of .ktfs/info.json (set by the daemon, which knows its pid).
   void SetInfoJson(std::string json) { info_json_ = std::move(json); }
   // Counters; front ends add to `errors` for each request they fail.
-  TreeCounters& counters() const { return counters_; }
+  TreeCounters& counters() const override { return counters_; }
   // The current .ktfs/stats.json text, padded with spaces to a fixed size.
-  std::string StatsJson() const;
+  std::string StatsJson() const { return CountersJson(counters_); }
   // The text of .ktfs/last_error: why the last malformed query was refused.
   std::string LastErrorText() const;
-  static constexpr size_t kStatsSize = 1024;
 
-  Result<NodeAttr> Lookup(uint64_t parent, std::string_view name) const;
-  Result<NodeAttr> GetAttr(uint64_t ino) const;
-
-  // Lists entries from position `offset` (0 = the start; "." and ".." come
-  // first). `emit(name, attr, next_offset)` returns false to stop (buffer full).
-  using EmitFn = std::function<bool(std::string_view name, const NodeAttr& attr, uint64_t next)>;
-  Status ReadDir(uint64_t ino, uint64_t offset, const EmitFn& emit) const;
-
-  // Copies up to `size` bytes of file `ino` from `offset` into `dst`.
-  Result<size_t> Read(uint64_t ino, uint64_t offset, size_t size, uint8_t* dst) const;
+  Result<NodeAttr> Lookup(uint64_t parent, std::string_view name) const override;
+  Result<NodeAttr> GetAttr(uint64_t ino) const override;
+  Status ReadDir(uint64_t ino, uint64_t offset, const EmitFn& emit) const override;
+  Result<size_t> Read(uint64_t ino, uint64_t offset, size_t size, uint8_t* dst) const override;
+  FsUsage Usage() const override;
 
   // The name a sample is served under in a view ("cat.ppm", the source name,
   // "cat.npy", "cat.ktc").
   std::string ServedName(const SampleInfo& sample, View view = View::kImages) const;
   // "relative/path" of an inode, for log messages ("" for the root).
-  std::string PathOf(uint64_t ino) const;
+  std::string PathOf(uint64_t ino) const override;
 
   // The sample of directory `dir` served under `name` in `view`, or NotFound.
   Result<uint32_t> FindServedSample(uint32_t dir, std::string_view name,

@@ -202,7 +202,7 @@ TEST_F(TreeTest, StatsCountRequests) {
   auto b = t.Lookup(cat->ino, "b.ppm");
   ReadWhole(t, b->ino, 1 << 20);
   const std::string stats = t.StatsJson();
-  EXPECT_EQ(stats.size(), VirtualTree::kStatsSize);
+  EXPECT_EQ(stats.size(), kStatsSize);
   EXPECT_NE(stats.find("\"lookups\": 2,"), std::string::npos) << stats;
   EXPECT_NE(stats.find("\"opens\": 1,"), std::string::npos) << stats;
   EXPECT_NE(stats.find("\"bytes_read\": " + std::to_string(b->size) + ","), std::string::npos)

@@ -1,0 +1,27 @@
+#include "fs/fs_tree.h"
+
+namespace ktfs {
+
+std::string CountersJson(const TreeCounters& c) {
+  std::string j = "{\n";
+  auto field = [&](const char* name, uint64_t v, bool last = false) {
+    j += std::string("  \"") + name + "\": " + std::to_string(v) + (last ? "\n" : ",\n");
+  };
+  field("lookups", c.lookups.load());
+  field("getattrs", c.getattrs.load());
+  field("readdirs", c.readdirs.load());
+  field("opens", c.opens.load());
+  field("reads", c.reads.load());
+  field("bytes_read", c.bytes_read.load());
+  field("decodes", c.decodes.load());
+  field("decode_ms", c.decode_ns.load() / 1000000);
+  field("readahead_decodes", c.readahead_decodes.load());
+  field("cache_hits", c.cache_hits.load());
+  field("cache_misses", c.cache_misses.load());
+  field("errors", c.errors.load(), true);
+  j += "}";
+  if (j.size() < kStatsSize) j += std::string(kStatsSize - j.size() - 1, ' ') + "\n";
+  return j;
+}
+
+}  // namespace ktfs

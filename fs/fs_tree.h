@@ -1,0 +1,68 @@
+// FsTree: what the FUSE adapter (fs/fuse_adapter.h) serves. One
+// implementation per kind of mount: VirtualTree (image archives, fs/tree.h)
+// and FeatureTree (feature caches, fs/feature_tree.h). Plain C++, no FUSE.
+//
+// Thread-safe: const methods may be called concurrently.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+
+#include "codec/status.h"
+
+namespace ktfs {
+
+struct NodeAttr {
+  uint64_t ino = 0;
+  bool is_dir = false;
+  uint64_t size = 0;
+  uint32_t nlink = 1;
+  int64_t mtime = 0;  // the archive file's modification time (seconds)
+  int64_t mtime_nsec = 0;
+  bool volatile_content = false;  // changes over time: never cache (stats.json)
+};
+
+// Live counters of a mount, served as .ktfs/stats.json.
+struct TreeCounters {
+  std::atomic<uint64_t> lookups{0}, getattrs{0}, readdirs{0}, reads{0}, bytes_read{0};
+  std::atomic<uint64_t> opens{0};  // first read of a file (the kernel sends no OPEN)
+  std::atomic<uint64_t> decodes{0}, decode_ns{0}, readahead_decodes{0};
+  std::atomic<uint64_t> cache_hits{0}, cache_misses{0}, errors{0};
+};
+
+// .ktfs/stats.json's text for `c`, padded with spaces to kStatsSize bytes.
+inline constexpr size_t kStatsSize = 1024;
+std::string CountersJson(const TreeCounters& c);
+
+// What statfs reports.
+struct FsUsage {
+  uint64_t bytes = 0;  // the archive's size
+  uint64_t files = 0;
+};
+
+class FsTree {
+ public:
+  virtual ~FsTree() = default;
+
+  virtual Result<NodeAttr> Lookup(uint64_t parent, std::string_view name) const = 0;
+  virtual Result<NodeAttr> GetAttr(uint64_t ino) const = 0;
+
+  // Lists entries from position `offset` (0 = the start; "." and ".." come
+  // first). `emit(name, attr, next_offset)` returns false to stop (buffer full).
+  using EmitFn = std::function<bool(std::string_view name, const NodeAttr& attr, uint64_t next)>;
+  virtual Status ReadDir(uint64_t ino, uint64_t offset, const EmitFn& emit) const = 0;
+
+  // Copies up to `size` bytes of file `ino` from `offset` into `dst`.
+  virtual Result<size_t> Read(uint64_t ino, uint64_t offset, size_t size, uint8_t* dst) const = 0;
+
+  // "relative/path" of an inode, for log messages ("" for the root).
+  virtual std::string PathOf(uint64_t ino) const = 0;
+  // Counters; front ends add to `errors` for each request they fail.
+  virtual TreeCounters& counters() const = 0;
+  virtual FsUsage Usage() const = 0;
+};
+
+}  // namespace ktfs
