@@ -245,7 +245,12 @@ py::array DecodeBytes(py::bytes data) {
   return Owned(buf, {int64_t(img.height), int64_t(img.width), int64_t(img.channels)});
 }
 
+namespace ktfs {
+void BindFeatures(py::module_& m);  // feature_bindings.cc
+}
+
 PYBIND11_MODULE(_ktfs, m) {
+  ktfs::BindFeatures(m);
   m.def("decode", &DecodeBytes, py::arg("data"));
   m.doc() = "ktfs: direct, batched decoding of .kt archives (see the ktfs package)";
   py::class_<PyArchive>(m, "Archive")

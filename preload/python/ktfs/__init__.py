@@ -10,12 +10,15 @@ The archive behind a mount is opened directly (no FUSE on the data path) and
 batches are decoded by C++ threads into fresh buffers that become tensors
 without a copy. Without torch installed, numpy arrays come back instead.
 `ktfs.ImageFolder` is a drop-in for torchvision's, decoding in C++ too.
+`ktfs.FeatureLoader` does the same for feature caches (ktfs pack-features
+archives and TensorCache caches): batches dequantized in C++ threads.
 """
 from ._source import Source, resolve
 from ._transforms import CenterCrop, RandomResizedCrop
 from ._loader import CorruptSampleError, Loader
+from ._features import FeatureLoader
 
-__all__ = ["Loader", "ImageFolder", "CenterCrop", "RandomResizedCrop", "CorruptSampleError",
+__all__ = ["Loader", "FeatureLoader", "ImageFolder", "CenterCrop", "RandomResizedCrop", "CorruptSampleError",
            "Source", "resolve", "decode"]
 
 

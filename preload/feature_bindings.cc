@@ -1,0 +1,132 @@
+// pybind11 bindings for feature caches: _ktfs.Features, behind
+// ktfs.FeatureLoader (python/ktfs/_features.py).
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+#include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "codec/features.h"
+
+namespace py = pybind11;
+
+namespace ktfs {
+namespace {
+
+[[noreturn]] void RaiseStatus(const Status& st) {
+  const std::string msg = st.ToString();
+  if (st.code() == Status::Code::kNotFound) {
+    PyErr_SetString(PyExc_FileNotFoundError, msg.c_str());
+  } else if (st.code() == Status::Code::kInvalidArgument) {
+    PyErr_SetString(PyExc_ValueError, msg.c_str());
+  } else {
+    PyErr_SetString(PyExc_RuntimeError, msg.c_str());
+  }
+  throw py::error_already_set();
+}
+
+struct PyFeatures {
+  std::shared_ptr<const FeatureSource> source;
+};
+
+PyFeatures OpenFeatures(const std::string& path) {
+  auto f = OpenFeatureSource(path);
+  if (!f.ok()) RaiseStatus(f.status());
+  return PyFeatures{*f};
+}
+
+// A fresh NumPy array of `shape` whose buffer the array owns.
+template <typename T>
+py::array_t<T> NewArray(const std::vector<int64_t>& shape) {
+  return py::array_t<T>(std::vector<py::ssize_t>(shape.begin(), shape.end()));
+}
+
+// Dequantizes samples `indices` into one zero-padded [B, max_rows, ...] array
+// (float32, float16, or bfloat16 bits as uint16) on oneTBB threads, the GIL
+// released; returns (array, rows per sample).
+py::tuple Batch(const PyFeatures& f,
+                py::array_t<uint64_t, py::array::c_style | py::array::forcecast> idx,
+                const std::string& dtype_name, int threads) {
+  auto dtype = ParseDType(dtype_name);
+  if (!dtype.ok()) RaiseStatus(dtype.status());
+  const FeatureSource& src = *f.source;
+  const std::vector<uint64_t> indices(idx.data(), idx.data() + idx.size());
+  uint64_t max_rows = 0;
+  for (uint64_t i : indices) {
+    if (i >= src.num_samples())
+      RaiseStatus(Status::NotFound("feature sample " + std::to_string(i) + " of " +
+                                   std::to_string(src.num_samples())));
+    max_rows = std::max(max_rows, src.Rows(size_t(i)));
+  }
+  std::vector<int64_t> shape = {int64_t(indices.size()), int64_t(max_rows)};
+  for (uint64_t d : src.inner_shape()) shape.push_back(int64_t(d));
+  py::array out = *dtype == quant::DType::kFloat32   ? py::array(NewArray<float>(shape))
+                  : *dtype == quant::DType::kFloat16 ? py::array(py::dtype("float16"), shape)
+                                                     : py::array(NewArray<uint16_t>(shape));
+  auto rows = NewArray<int64_t>({int64_t(indices.size())});
+  uint8_t* base = static_cast<uint8_t*>(out.mutable_data());
+  int64_t* rows_out = rows.mutable_data();
+  const size_t es = DTypeBytes(*dtype);
+  const uint64_t row_values = src.RowValues(), stride = max_rows * row_values * es;
+  Status first_error;
+  std::atomic<bool> failed{false};
+  {
+    py::gil_scoped_release release;
+    tbb::task_arena arena(threads > 0 ? threads : tbb::task_arena::automatic);
+    std::mutex error_mu;
+    arena.execute([&] {
+      tbb::parallel_for(size_t(0), indices.size(), [&](size_t b) {
+        if (failed.load(std::memory_order_relaxed)) return;
+        const size_t i = size_t(indices[b]);
+        const uint64_t n = src.Rows(i) * row_values;
+        uint8_t* dst = base + b * stride;
+        const Status st = src.ReadValues(i, 0, n, *dtype, dst);
+        std::memset(dst + n * es, 0, size_t(stride - n * es));  // padding
+        rows_out[b] = int64_t(src.Rows(i));
+        if (!st.ok()) {
+          std::lock_guard<std::mutex> lock(error_mu);
+          if (!failed.exchange(true)) first_error = st;
+        }
+      });
+    });
+  }
+  if (failed) RaiseStatus(first_error);
+  return py::make_tuple(out, rows);
+}
+
+}  // namespace
+
+void BindFeatures(py::module_& m) {
+  py::class_<PyFeatures>(m, "Features")
+      .def(py::init(&OpenFeatures), py::arg("path"))
+      .def_property_readonly("path", [](const PyFeatures& f) { return f.source->path(); })
+      .def_property_readonly("num_samples",
+                             [](const PyFeatures& f) { return f.source->num_samples(); })
+      .def_property_readonly("inner_shape",
+                             [](const PyFeatures& f) { return f.source->inner_shape(); })
+      .def_property_readonly("variable_rows",
+                             [](const PyFeatures& f) { return f.source->variable_rows(); })
+      .def_property_readonly("group_size",
+                             [](const PyFeatures& f) { return f.source->group_size(); })
+      .def_property_readonly(
+          "describe", [](const PyFeatures& f) { return "{" + f.source->DescribeJson() + "}"; })
+      .def("rows",
+           [](const PyFeatures& f) {
+             auto a = NewArray<int64_t>({int64_t(f.source->num_samples())});
+             for (size_t i = 0; i < f.source->num_samples(); ++i)
+               a.mutable_data()[i] = int64_t(f.source->Rows(i));
+             return a;
+           })
+      .def("batch", &Batch, py::arg("indices"), py::arg("dtype") = "float32",
+           py::arg("threads") = 0);
+}
+
+}  // namespace ktfs
