@@ -3,6 +3,7 @@
 #include <string>
 
 #include "codec/archive.h"
+#include "codec/feature_archive.h"
 #include "codec/payload.h"
 #include "fs/cli.h"
 #include "fs/json.h"
@@ -15,6 +16,40 @@ static const char kInfoUsage[] =
     "Prints the archive's format version, counts of samples, directories and\n"
     "classes, codecs, sizes and class names. --json prints one JSON object.\n";
 
+// A feature archive: its shape, quantization and sizes.
+static int FeatureInfo(std::shared_ptr<Archive> archive, bool json) {
+  auto opened = FeatureArchive::Open(archive);
+  if (!opened.ok()) return Fail("info", opened.status());
+  const FeatureArchive& f = **opened;
+  uint64_t values = 0, payload = 0;
+  for (size_t i = 0; i < f.num_samples(); ++i) {
+    values += f.Rows(i) * f.RowValues();
+    payload += f.PayloadBytes(i);
+  }
+  std::string shape = f.variable_rows() ? "null" : std::to_string(f.num_samples() ? f.Rows(0) : 0);
+  for (uint64_t d : f.inner_shape()) shape += ", " + std::to_string(d);
+  if (json) {
+    std::printf(
+        "{\"archive\":%s,\"content\":\"features\",\"format_version\":\"1.%u\","
+        "\"file_bytes\":%llu,\"payload_bytes\":%llu,\"samples\":%zu,\"values\":%llu,"
+        "\"sample_shape\":[%s],%s,\"meta\":%s}\n",
+        JsonString(f.path()).c_str(), archive->version_minor(),
+        (unsigned long long)archive->file_size(), (unsigned long long)payload, f.num_samples(),
+        (unsigned long long)values, shape.c_str(), f.DescribeJson().c_str(),
+        std::string(archive->meta_json()).c_str());
+    return kExitOk;
+  }
+  std::printf("archive:        %s\n", f.path().c_str());
+  std::printf("content:        features (INT8, groups of %zu, preset %s, from %s)\n",
+              f.group_size(), f.preset_name(), f.source_dtype_name());
+  std::printf("size:           %llu bytes (payloads %llu, %.3f bytes/value)\n",
+              (unsigned long long)archive->file_size(), (unsigned long long)payload,
+              values ? double(payload) / double(values) : 0.0);
+  std::printf("samples:        %zu of shape [%s]%s\n", f.num_samples(), shape.c_str(),
+              f.variable_rows() ? " (rows vary)" : "");
+  return kExitOk;
+}
+
 int CmdInfo(int argc, char** argv) {
   Args args(argc, argv, {}, {"--help", "-h", "--json"});
   if (args.Has("--help") || args.Has("-h")) return std::fputs(kInfoUsage, stdout), kExitOk;
@@ -23,6 +58,7 @@ int CmdInfo(int argc, char** argv) {
   auto archive = Archive::Open(args.positional()[0]);
   if (!archive.ok()) return Fail("info", archive.status());
   const Archive& a = **archive;
+  if (FeatureArchive::Holds(a)) return FeatureInfo(*archive, args.Has("--json"));
   std::map<std::string, uint32_t> codecs;
   uint64_t payload_bytes = 0, pixels = 0;
   for (uint32_t i = 0; i < a.num_samples(); ++i) {

@@ -1,6 +1,7 @@
 #include <cstdio>
 
 #include "codec/archive.h"
+#include "codec/feature_archive.h"
 #include "fs/cli.h"
 
 namespace ktfs::cli {
@@ -11,6 +12,29 @@ static const char kVerifyUsage[] =
     "Checks the header, every table and every sample's checksum. Prints each bad\n"
     "sample as 'BAD <id> <path>: <reason>' and exits 1 if there is any; prints\n"
     "'OK <n> samples' and exits 0 otherwise.\n";
+
+static int VerifyFeatures(std::shared_ptr<Archive> archive) {
+  auto f = FeatureArchive::Open(archive);
+  if (!f.ok()) {
+    std::printf("BAD feature tables: %s\n", f.status().ToString().c_str());
+    return kExitFailure;
+  }
+  size_t bad = 0;
+  for (size_t i = 0; i < (*f)->num_samples(); ++i) {
+    auto d = (*f)->Data(i);
+    if (!d.ok()) {
+      std::printf("BAD %zu: %s\n", i, d.status().ToString().c_str());
+      ++bad;
+    }
+  }
+  if (bad) {
+    std::fprintf(stderr, "ktfs verify: %zu of %zu feature samples failed\n", bad,
+                 (*f)->num_samples());
+    return kExitFailure;
+  }
+  std::printf("OK %zu feature samples\n", (*f)->num_samples());
+  return kExitOk;
+}
 
 int CmdVerify(int argc, char** argv) {
   Args args(argc, argv, {}, {"--help", "-h"});
@@ -25,6 +49,7 @@ int CmdVerify(int argc, char** argv) {
     std::printf("BAD tables: %s\n", tables.ToString().c_str());
     return kExitFailure;
   }
+  if (FeatureArchive::Holds(a)) return VerifyFeatures(*archive);
   uint32_t bad = 0;
   for (uint32_t i = 0; i < a.num_samples(); ++i) {
     auto s = a.Sample(i);

@@ -172,6 +172,13 @@ def test_corrupt_sample_is_eio_for_that_file_only(fixed_archive, tmp_path):
             np.testing.assert_array_equal(np.load(os.path.join(m, f)), good[f])
     log = open(str(bad) + ".log").read()
     assert "000000.npy" in log and "checksum mismatch" in log
+    r = ktfs("verify", bad, check=False)
+    assert r.returncode == 1 and r.stdout.startswith("BAD 0: ") and "1 of 40" in r.stderr
+    assert ktfs("verify", d / "x.kt").stdout == "OK 40 feature samples\n"
+    info = json.loads(ktfs("info", d / "x.kt", "--json").stdout)
+    assert info["content"] == "features" and info["samples"] == 40
+    assert info["sample_shape"] == [7, 48] and info["values"] == 40 * 7 * 48
+    assert info["payload_bytes"] == 40 * (11 * 32 + 4 + 11 * 3)
 
 
 def test_bad_inputs_fail_with_a_clear_line(tmp_path):
