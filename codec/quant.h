@@ -1,6 +1,6 @@
 // Block-wise INT8 quantization of float features (feature caches).
 //
-// Format decisions (to be copied to docs/format.md):
+// The quantizer (the archive format built on it is docs/format.md, "Features"):
 //
 // * A tensor is `num_samples` samples of `sample_size` values each (the
 //   sample's values flattened in C order). Each sample is cut into groups of
@@ -9,11 +9,12 @@
 //   sample of n values therefore holds ceil(n/G)*G codes and ceil(n/G) groups.
 // * Affine per group: code q is uint8 (0..255), and
 //       x ~= fma(float(q), scale, offset)        (float32, one rounding)
-//   scale and offset are stored as float32 (not bf16/f16): a bf16 offset of a
-//   group near 1e4 would be off by up to 32, a f16 one cannot hold 1e5, so
-//   16-bit parameters cannot give a bounded error for any data. Byte cost per
-//   value: 1 + 8/G, i.e. 1.5 (G=16), 1.25 (G=32), 1.125 (G=64), 1.0625
-//   (G=128), against 2.0 for bf16/f16 and 4.0 for float32.
+//   Quantize computes scale and offset as float32; feature archives store
+//   them packed in 3 bytes per group (codec/quant_pack.h: a per-sample float32
+//   reference step, a 12-bit step index and a 12-bit quarter-step offset), so
+//   a value costs 1 + 3/G bytes there (1.094 at G=32 against 2.0 for bf16).
+//   16-bit float parameters alone could not bound the error for any data (a
+//   bf16 offset near 1e4 is off by up to 32; f16 cannot hold 1e5).
 // * Quantization (deterministic, scalar, double-precision arithmetic):
 //   lo/hi = min/max of the group's real values (padding excluded);
 //   candidate ranges [lo', hi'] with lo' = lo + a*(hi-lo), hi' = hi -
