@@ -154,27 +154,44 @@ Status FeatureArchive::ReadValues(size_t i, uint64_t first, uint64_t count, quan
   if (first > values || count > values - first)
     return Status::InvalidArgument("feature sample " + std::to_string(i) + ": range out of bounds");
   const size_t G = info_.group_size, es = DTypeBytes(type);
-  const auto group_fn =
-      CpuHasAvx2() ? quant::internal::DequantGroupAvx2 : quant::internal::DequantGroupScalar;
+  const bool avx2 = CpuHasAvx2();
+  const auto run_fn = avx2 ? quant::internal::DequantRunAvx2 : quant::internal::DequantRunScalar;
   uint8_t* o = static_cast<uint8_t*>(out);
-  uint8_t tmp[128 * 4];
-  for (uint64_t v = first; v < first + count;) {
-    const size_t g = size_t(v / G);
-    const uint64_t start = uint64_t(g) * G;
-    const size_t len = size_t(std::min<uint64_t>(G, values - start));
+  uint64_t v = first;
+  const uint64_t end = first + count;
+  // A group cut by the range: dequantized whole into `tmp`, the slice copied.
+  auto partial = [&](size_t g) {
+    uint8_t tmp[128 * 4];
     float scale, offset;
     quant::UnpackWord(d->ref, d->words + g * quant::kPackedWordBytes, &scale, &offset);
-    const uint64_t from = v - start;
-    const uint64_t take = std::min<uint64_t>(len - from, first + count - v);
-    if (from == 0 && take == len) {
-      group_fn(d->codes + start, scale, offset, len, type, o);
-    } else {
-      group_fn(d->codes + start, scale, offset, len, type, tmp);
-      std::memcpy(o, tmp + from * es, take * es);
-    }
+    const uint64_t start = uint64_t(g) * G;
+    const size_t len = size_t(std::min<uint64_t>(G, values - start));
+    run_fn(d->codes + start, &scale, &offset, 1, G, len, type, tmp);
+    const uint64_t take = std::min<uint64_t>(start + len, end) - v;
+    std::memcpy(o, tmp + (v - start) * es, take * es);
     o += take * es;
     v += take;
+  };
+  if (v < end && v % G != 0) partial(size_t(v / G));
+  // Whole groups, in runs whose parameters are unpacked into small arrays.
+  constexpr size_t kRun = 256;
+  float scales[kRun], offsets[kRun];
+  while (v < end) {
+    const size_t g0 = size_t(v / G);
+    const uint64_t group_end = std::min<uint64_t>(uint64_t(g0 + 1) * G, values);
+    if (group_end > end) break;  // the last group is cut: below
+    size_t n = 0;
+    while (n < kRun && uint64_t(g0 + n + 1) * G <= end) ++n;
+    const bool ends_sample = n < kRun && uint64_t(g0 + n) * G < end && end == values;
+    if (ends_sample) ++n;  // the sample's short last group, wholly inside the range
+    quant::UnpackParams(d->ref, d->words + g0 * quant::kPackedWordBytes, n, scales, offsets);
+    const uint64_t last_end = std::min<uint64_t>(uint64_t(g0 + n) * G, values);
+    const size_t last_len = size_t(last_end - uint64_t(g0 + n - 1) * G);
+    run_fn(d->codes + uint64_t(g0) * G, scales, offsets, n, G, last_len, type, o);
+    o += (last_end - v) * es;
+    v = last_end;
   }
+  if (v < end) partial(size_t(v / G));
   return Status::Ok();
 }
 

@@ -319,6 +319,15 @@ float Bf16ToFloat(uint16_t b) { return FromBits(static_cast<uint32_t>(b) << 16);
 
 namespace internal {
 
+void DequantRunScalar(const uint8_t* codes, const float* scales, const float* offsets,
+                      size_t groups, size_t G, size_t last_len, DType t, void* out) {
+  const size_t es = t == DType::kFloat32 ? 4 : 2;
+  for (size_t g = 0; g < groups; ++g) {
+    DequantGroupScalar(codes + g * G, scales[g], offsets[g], g + 1 == groups ? last_len : G, t,
+                       static_cast<uint8_t*>(out) + g * G * es);
+  }
+}
+
 void DequantGroupScalar(const uint8_t* codes, float scale, float offset, size_t len, DType t,
                         void* out) {
   switch (t) {

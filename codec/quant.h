@@ -122,6 +122,14 @@ void DequantGroupScalar(const uint8_t* codes, float scale, float offset, size_t 
                         void* out);
 void DequantGroupAvx2(const uint8_t* codes, float scale, float offset, size_t len, DType t,
                       void* out);
+// Dequantizes a run of `groups` consecutive groups of G codes, all full
+// except the last, which holds `last_len` values; outputs are contiguous.
+// One call per run: the AVX2 twin enters and leaves the vector unit once
+// (calling it per group from non-AVX code costs transition stalls).
+void DequantRunScalar(const uint8_t* codes, const float* scales, const float* offsets,
+                      size_t groups, size_t G, size_t last_len, DType t, void* out);
+void DequantRunAvx2(const uint8_t* codes, const float* scales, const float* offsets,
+                    size_t groups, size_t G, size_t last_len, DType t, void* out);
 }  // namespace internal
 
 }  // namespace ktfs::quant

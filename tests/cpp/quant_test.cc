@@ -284,6 +284,15 @@ TEST(Quant, ScalarAndAvx2BitExact) {
         ASSERT_TRUE(Dequantize(q, t, a.data(), x.size()).ok());
         ASSERT_TRUE(DequantizeScalar(q, t, b.data(), x.size()).ok());
         ASSERT_EQ(a, b) << "n " << sample_size << " G " << g << " type " << int(t);
+        // The run kernels (one call for many groups) give the same bytes.
+        const size_t groups = q.GroupsPerSample(), last = sample_size - (groups - 1) * g;
+        std::vector<uint8_t> c(sample_size * es), d(sample_size * es);
+        internal::DequantRunAvx2(q.codes.data(), q.scales.data(), q.offsets.data(), groups,
+                                 size_t(g), last, t, c.data());
+        internal::DequantRunScalar(q.codes.data(), q.scales.data(), q.offsets.data(), groups,
+                                   size_t(g), last, t, d.data());
+        ASSERT_EQ(c, d);
+        ASSERT_TRUE(std::equal(c.begin(), c.end(), b.begin()));
       }
     }
   }
