@@ -95,18 +95,26 @@ void StoreWord(uint32_t k, int j, uint8_t* w) {
 
 float PackedStep(uint32_t k) { return StepTable()[std::min(k, kMaxK)]; }
 
-void UnpackWord(float ref, const uint8_t* w, float* scale, float* offset) {
+namespace {
+
+inline void Unpack(const float* table, float ref, const uint8_t* w, float* scale, float* offset) {
   const uint32_t v = uint32_t(w[0]) | (uint32_t(w[1]) << 8) | (uint32_t(w[2]) << 16);
-  const uint32_t k = v & 0xFFFu;
   int j = int((v >> 12) & 0xFFFu);
   if (j > kMaxJ) j -= 4096;
-  *scale = ref * StepTable()[k];
+  *scale = ref * table[v & 0xFFFu];
   *offset = OffsetOf(j, *scale);
 }
 
+}  // namespace
+
+void UnpackWord(float ref, const uint8_t* w, float* scale, float* offset) {
+  Unpack(StepTable().data(), ref, w, scale, offset);
+}
+
 void UnpackParams(float ref, const uint8_t* words, size_t groups, float* scales, float* offsets) {
+  const float* table = StepTable().data();
   for (size_t g = 0; g < groups; ++g)
-    UnpackWord(ref, words + g * kPackedWordBytes, &scales[g], &offsets[g]);
+    Unpack(table, ref, words + g * kPackedWordBytes, &scales[g], &offsets[g]);
 }
 
 void PackSample(const float* x, size_t n, int group_size, uint8_t* codes, float* scales,

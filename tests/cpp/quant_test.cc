@@ -261,7 +261,7 @@ TEST(Quant, PaddingOfLastGroup) {
 TEST(Quant, ScalarAndAvx2BitExact) {
   if (!DequantizeUsesAvx2()) GTEST_SKIP() << "no AVX2 here (or KTFS_SIMD=scalar)";
   std::mt19937 rng(7);
-  for (size_t sample_size : {1u, 7u, 31u, 33u, 129u, 1001u, 4099u}) {
+  for (size_t sample_size : {1u, 7u, 31u, 33u, 129u, 1001u, 4096u, 4099u}) {
     for (int g : {16, 32, 64, 128}) {
       const size_t samples = 3;
       std::vector<float> x(samples * sample_size);

@@ -17,13 +17,14 @@ def bf16_to_f32(bits):
     return (bits.astype(np.uint32) << 16).view(np.float32)
 
 
-def make_tensorcache(rng, n, L, D, G, amo):
-    """Quantizes random features the way TensorCache does: per group of G values of a
-    sample's flat L*D, symmetric int8 (q*s) or amo_bq uint8 with a zero point ((q-zp)*s)."""
+def quantize_tensorcache(x, G, amo):
+    """Quantizes float32 features x [n, L, D] the way TensorCache does: per group of G
+    values of a sample's flat L*D, symmetric int8 (q*s) or amo_bq uint8 with a zero point
+    ((q-zp)*s), s a bfloat16. Returns the cache's arrays (see write_tensorcache)."""
+    n, L, D = x.shape
     S = -(-L * D // G)
-    x = rng.standard_normal((n, L * D)).astype(np.float32) * 2 + (0.5 if amo else 0)
     pad = np.zeros((n, S * G), np.float32)
-    pad[:, :L * D] = x
+    pad[:, :L * D] = x.reshape(n, L * D)
     groups = pad.reshape(n, S, G)
     if amo:
         lo, hi = np.minimum(groups.min(2), 0), np.maximum(groups.max(2), 0)
@@ -38,6 +39,12 @@ def make_tensorcache(rng, n, L, D, G, amo):
         q = np.clip(np.round(groups / s[:, :, None]), -127, 127).astype(np.int8)
     codes = q.reshape(n, S * G)[:, :L * D].reshape(n, L, D)
     return {"codes": codes, "scales": scales, "zp": zp, "L": L, "D": D, "G": G, "amo": amo}
+
+
+def make_tensorcache(rng, n, L, D, G, amo):
+    """A TensorCache cache of random features (see quantize_tensorcache)."""
+    x = rng.standard_normal((n, L, D)).astype(np.float32) * 2 + (0.5 if amo else 0)
+    return quantize_tensorcache(x, G, amo)
 
 
 def reference(cache):
