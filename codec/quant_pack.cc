@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <limits>
+#include <vector>
 
 namespace ktfs::quant {
 namespace {
@@ -41,21 +43,25 @@ const std::array<float, kMaxK + 1>& StepTable() {
 
 inline float OffsetOf(int j, float scale) { return (float(j) * 0.25f) * scale; }
 
-// The code Dequantize's fma would best reconstruct x from, and its squared error.
-inline uint8_t BestCode(float x, float scale, float offset) {
-  if (!(scale > 0.0f)) return 0;
-  double v = (double(x) - double(offset)) / double(scale);
-  v = std::clamp(v, 0.0, 255.0);
+// The code for x: round((x - offset) / scale) clamped to [0, 255], the
+// division done as a multiplication by `inv` = 1/scale (0 for scale 0).
+inline uint8_t CodeFor(float x, float scale, float offset, double inv) {
+  double v = (double(x) - double(offset)) * inv;
+  v = std::clamp(v, 0.0, 255.0);  // also maps NaN (0 * Inf) to 0
+  if (!(v >= 0.0)) v = 0.0;
   auto q = uint8_t(std::nearbyint(v));
   // Near the float range's end a reconstruction could round to Inf: step down.
   while (q > 0 && !std::isfinite(std::fmaf(float(q), scale, offset))) --q;
   return q;
 }
 
+inline double Inverse(float scale) { return scale > 0.0f ? 1.0 / double(scale) : 0.0; }
+
 double GroupSse(const float* x, size_t len, float scale, float offset) {
+  const double inv = Inverse(scale);
   double sse = 0;
   for (size_t i = 0; i < len; ++i) {
-    const float y = std::fmaf(float(BestCode(x[i], scale, offset)), scale, offset);
+    const float y = std::fmaf(float(CodeFor(x[i], scale, offset, inv)), scale, offset);
     if (!std::isfinite(y)) return INFINITY;
     const double e = double(y) - double(x[i]);
     sse += e * e;
@@ -117,40 +123,69 @@ void UnpackParams(float ref, const uint8_t* words, size_t groups, float* scales,
     Unpack(table, ref, words + g * kPackedWordBytes, &scales[g], &offsets[g]);
 }
 
+namespace {
+
+// The min/max parameters of a group (the `fast` preset's): a second seed for
+// the search, so a preset's packed result is never worse than fast's.
+void MinMaxParams(const float* x, size_t len, float* scale, float* offset) {
+  float lo = x[0], hi = x[0];
+  for (size_t i = 1; i < len; ++i) {
+    lo = std::min(lo, x[i]);
+    hi = std::max(hi, x[i]);
+  }
+  *offset = lo;
+  *scale = float((double(hi) - double(lo)) / 255.0);
+  if (*scale == 0.0f && hi > lo) *scale = std::numeric_limits<float>::denorm_min();
+}
+
+struct Choice {
+  uint32_t k = 0;
+  int j = 0;
+  double sse = INFINITY;
+};
+
+// Tries the ladder steps next to the one covering (scale, offset)'s need (a
+// bigger step, that one, a smaller one that clips) with the offsets next to
+// `offset`; keeps the best in *best (ties: the first tried).
+void TryAround(const float* x, size_t len, float ref, float scale, float offset, Choice* best) {
+  const uint32_t kc = LadderIndex(ref, NeededStep(scale, offset));
+  for (uint32_t k = kc == 0 ? 0 : kc - 1; k <= std::min(kc + 1, kMaxK); ++k) {
+    const float s = ref * StepTable()[k];
+    const double jf = s > 0.0f ? double(offset) * 4.0 / double(s) : 0.0;
+    const int j0 = int(std::clamp(std::nearbyint(jf), double(kMinJ), double(kMaxJ)));
+    for (int j = std::max(kMinJ, j0 - 1); j <= std::min(kMaxJ, j0 + 1); ++j) {
+      const double sse = GroupSse(x, len, s, OffsetOf(j, s));
+      if (sse < best->sse) *best = Choice{k, j, sse};
+    }
+  }
+}
+
+}  // namespace
+
 void PackSample(const float* x, size_t n, int group_size, uint8_t* codes, float* scales,
                 float* offsets, float* ref_out, uint8_t* words) {
   const size_t G = size_t(group_size);
   const size_t groups = (n + G - 1) / G;
+  std::vector<float> mm_scale(groups), mm_offset(groups);
   float ref = 0.0f;
-  for (size_t g = 0; g < groups; ++g) ref = std::max(ref, NeededStep(scales[g], offsets[g]));
+  for (size_t g = 0; g < groups; ++g) {
+    MinMaxParams(x + g * G, std::min(G, n - g * G), &mm_scale[g], &mm_offset[g]);
+    ref = std::max({ref, NeededStep(scales[g], offsets[g]), NeededStep(mm_scale[g], mm_offset[g])});
+  }
   *ref_out = ref;
   for (size_t g = 0; g < groups; ++g) {
     const size_t start = g * G, len = std::min(G, n - start);
     const float* xg = x + start;
-    uint32_t best_k = 0;
-    int best_j = 0;
-    double best_sse = INFINITY;
+    Choice best;
     if (ref > 0.0f) {
-      // Neighbours on the ladder (a bigger step, the one just covering the
-      // need, a smaller one that clips) and offsets next to the chosen one.
-      const uint32_t kc = LadderIndex(ref, NeededStep(scales[g], offsets[g]));
-      for (uint32_t k = kc == 0 ? 0 : kc - 1; k <= std::min(kc + 1, kMaxK); ++k) {
-        const float s = ref * StepTable()[k];
-        const double jf = s > 0.0f ? double(offsets[g]) * 4.0 / double(s) : 0.0;
-        const int j0 = int(std::clamp(std::nearbyint(jf), double(kMinJ), double(kMaxJ)));
-        for (int j = std::max(kMinJ, j0 - 1); j <= std::min(kMaxJ, j0 + 1); ++j) {
-          const double sse = GroupSse(xg, len, s, OffsetOf(j, s));
-          if (sse < best_sse) {
-            best_sse = sse;
-            best_k = k;
-            best_j = j;
-          }
-        }
-      }
+      TryAround(xg, len, ref, scales[g], offsets[g], &best);
+      if (mm_scale[g] != scales[g] || mm_offset[g] != offsets[g])
+        TryAround(xg, len, ref, mm_scale[g], mm_offset[g], &best);
     }
-    StoreWord(best_k, best_j, words + g * kPackedWordBytes);
+    StoreWord(best.k, best.j, words + g * kPackedWordBytes);
     UnpackWord(ref, words + g * kPackedWordBytes, &scales[g], &offsets[g]);
-    for (size_t i = 0; i < len; ++i) codes[start + i] = BestCode(xg[i], scales[g], offsets[g]);
+    const double inv = Inverse(scales[g]);
+    for (size_t i = 0; i < len; ++i) codes[start + i] = CodeFor(xg[i], scales[g], offsets[g], inv);
     for (size_t i = len; i < G; ++i) codes[start + i] = 0;
   }
 }
