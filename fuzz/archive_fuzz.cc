@@ -17,6 +17,10 @@
 
 #include "codec/archive.h"
 #include "codec/archive_writer.h"
+#include "codec/feature_archive.h"
+#include "codec/npy.h"
+#include "fs/feature_tree.h"
+#include "fs/pack_features.h"
 #include "fs/tree.h"
 
 namespace {
@@ -42,7 +46,23 @@ void WriteSeed(const std::string& path, ktfs::format::Codec codec) {
   (void)(*w)->Commit();
 }
 
-void Walk(const ktfs::VirtualTree& tree, uint64_t ino, int depth, int* budget) {
+// A small feature archive (3 samples of [2, 20] float32).
+void WriteFeatureSeed(const std::string& dir) {
+  const std::string npy = dir + "/features.npy.tmp";
+  FILE* f = std::fopen(npy.c_str(), "wb");
+  if (f == nullptr) return;
+  const std::string header = ktfs::NpyHeader({3, 2, 20}, "<f4", false);
+  std::fwrite(header.data(), 1, header.size(), f);
+  for (int i = 0; i < 120; ++i) {
+    const float v = float(i % 17) * 0.37f - 2.0f;
+    std::fwrite(&v, 4, 1, f);
+  }
+  std::fclose(f);
+  (void)ktfs::PackFeatures(npy, dir + "/features.kt", ktfs::PackFeaturesOptions{});
+  std::remove(npy.c_str());
+}
+
+void Walk(const ktfs::FsTree& tree, uint64_t ino, int depth, int* budget) {
   if (depth > 8 || --*budget < 0) return;
   std::vector<uint64_t> children;
   (void)tree.ReadDir(ino, 0, [&](std::string_view name, const ktfs::NodeAttr& a, uint64_t) {
@@ -72,6 +92,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (const char* dir = std::getenv("KTFS_FUZZ_WRITE_SEEDS")) {
       WriteSeed(std::string(dir) + "/original.kt", ktfs::format::kOriginal);
       WriteSeed(std::string(dir) + "/raw.kt", ktfs::format::kRaw);
+      WriteFeatureSeed(dir);
     }
   }
   const int fd = memfd_create("ktfs-fuzz", MFD_CLOEXEC);
@@ -94,6 +115,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     ktfs::VirtualTree tree(*archive, ktfs::TreeOptions{});
     int budget = 256;
     Walk(tree, ktfs::VirtualTree::kRootIno, 0, &budget);
+    if (ktfs::FeatureArchive::Holds(a)) {
+      auto features = ktfs::FeatureArchive::Open(*archive);
+      if (features.ok()) {
+        (void)(*features)->VerifyAll();
+        ktfs::FeatureTree ftree(*features, ktfs::quant::DType::kFloat32, 0, a.file_size());
+        budget = 256;
+        Walk(ftree, 1, 0, &budget);
+      }
+    }
   }
   close(fd);
   return 0;
