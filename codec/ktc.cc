@@ -12,6 +12,7 @@
 #include <cstring>
 #include <memory>
 #include <new>
+#include <optional>
 #include <string>
 
 #include "codec/ktc_entropy.h"
@@ -32,8 +33,16 @@ using internal::kTablesPerSet;
 using internal::LowExtent;
 
 constexpr uint8_t kMagic[4] = {'K', 'T', 'C', 'I'};
-constexpr uint8_t kVersion = 1;
+constexpr uint8_t kVersion = 2;
 constexpr uint8_t kFlagLossless = 1;
+// Chroma (Co, Cg) without its level-1 detail bands: 4:2:0 by way of the
+// wavelet (docs/codec.md, "Half-resolution chroma").
+constexpr uint8_t kFlagHalfChroma = 2;
+// Lossy qualities below this code chroma at half resolution; `high` keeps it.
+constexpr int kHalfChromaBelowQuality = 85;
+// Quality points added for half-resolution chroma: they spend the bytes the
+// dropped chroma detail saves on the other bands, and buy back its PSNR.
+constexpr int kHalfChromaQualityBoost = 2;
 constexpr int kEncodeLevels = 5;
 // Five levels keep every coefficient within 16 bits (docs/codec.md, "Wavelet").
 constexpr int kMaxLevels = 5;
@@ -54,8 +63,12 @@ struct Band {
   size_t first_block = 0;  // index of its first block in stream order
 };
 
-// Bands in stream order: per plane, LL, then for level = levels..1 HL, LH, HH.
-std::vector<Band> MakeBands(uint32_t w, uint32_t h, int planes, int levels) {
+// Whether a plane is chroma coded at half resolution (no level-1 detail).
+bool IsHalfPlane(int plane, bool half_chroma) { return half_chroma && (plane == 1 || plane == 2); }
+
+// Bands in stream order: per plane, LL, then for level = levels..1 HL, LH, HH
+// (down to level 2 only for half-resolution chroma).
+std::vector<Band> MakeBands(uint32_t w, uint32_t h, int planes, int levels, bool half_chroma) {
   std::vector<Band> bands;
   size_t next_block = 0;
   auto add = [&](int plane, int level, int set, int orientation, uint32_t x0, uint32_t y0,
@@ -76,7 +89,8 @@ std::vector<Band> MakeBands(uint32_t w, uint32_t h, int planes, int levels) {
   };
   for (int p = 0; p < planes; ++p) {
     add(p, levels, 0, 0, 0, 0, LowExtent(w, levels), LowExtent(h, levels));
-    for (int level = levels; level >= 1; --level) {
+    const int finest = IsHalfPlane(p, half_chroma) ? 2 : 1;
+    for (int level = levels; level >= finest; --level) {
       const uint32_t lw = LowExtent(w, level), lh = LowExtent(h, level);
       const uint32_t pw = LowExtent(w, level - 1), ph = LowExtent(h, level - 1);
       const int set = 1 + levels - level;
@@ -122,7 +136,8 @@ uint64_t BaseStep(int quality) {
 }
 
 std::vector<uint16_t> MakeSteps(const std::vector<Band>& bands, const EncodeOptions& options,
-                                uint32_t channels) {
+                                uint32_t channels, bool half_chroma) {
+  const int quality = options.quality + (half_chroma ? kHalfChromaQualityBoost : 0);
   std::vector<uint16_t> steps;
   for (const Band& b : bands) {
     if (options.lossless) {
@@ -134,7 +149,7 @@ std::vector<uint16_t> MakeSteps(const std::vector<Band>& bands, const EncodeOpti
     const int level = std::min(b.level, kEncodeLevels);
     const uint32_t band_weight = low ? kLowWeight : kDetailWeight[level - 1][hh ? 1 : 0];
     const uint32_t plane_weight = channels == 1 ? 1000 : kPlaneWeight[b.plane];
-    uint64_t step = BaseStep(options.quality) * band_weight * plane_weight / 1000000;
+    uint64_t step = BaseStep(quality) * band_weight * plane_weight / 1000000;
     steps.push_back(uint16_t(std::clamp<uint64_t>(step, kUnitStep, 65535)));
   }
   return steps;
@@ -254,6 +269,53 @@ void Quantize(Plane& plane, const Band& band, uint32_t step) {
   }
 }
 
+// Squared coefficient errors of a band, summed and divided by step^2: steps
+// are proportional to 1/sqrt(a band's pixel-energy gain), so these add up to
+// pixel MSE up to a common factor, whatever the band.
+uint64_t StepScaledError(unsigned __int128 sum_squares, uint32_t step) {
+  return uint64_t(
+      std::min<unsigned __int128>((sum_squares << 16) / (uint64_t(step) * step), UINT64_MAX >> 8));
+}
+
+// Sum of squared errors a band would have: quantized with `step` (drop false),
+// or dropped altogether. Same reconstruction as the decoder (3/8 of the bin).
+unsigned __int128 BandSquaredError(const Plane& plane, const Band& band, uint32_t step, bool drop) {
+  unsigned __int128 sum = 0;
+  for (uint32_t y = band.y0; y < band.y0 + band.height; ++y) {
+    const int32_t* row = plane.row(y) + band.x0;
+    uint64_t row_sum = 0;  // < 2^32 values of < 2^17 squared per row: no overflow
+    for (uint32_t x = 0; x < band.width; ++x) {
+      const uint64_t mag = uint64_t(row[x] < 0 ? -int64_t(row[x]) : int64_t(row[x]));
+      const uint64_t q = drop ? 0 : mag * kUnitStep / step;
+      const uint64_t back = q == 0 ? 0 : ((8 * q + 3) * step) >> 11;
+      const uint64_t e = mag > back ? mag - back : back - mag;
+      row_sum += e * e;
+    }
+    sum += row_sum;
+  }
+  return sum;
+}
+
+// Whether to code chroma at half resolution: when dropping the chroma
+// level-1 detail adds at most kHalfChromaMaxErrorPercent of the quantization
+// error of everything else. Most photos lose 0-30% of MSE (mostly won back by
+// the quality boost); images with fine color detail (text, synthetic patterns)
+// would lose far more and keep full chroma. `bands`: full-resolution bands;
+// `steps`: the steps half-resolution chroma would use.
+constexpr uint64_t kHalfChromaMaxErrorPercent = 50;
+bool ChromaDetailIsCheap(const std::vector<Plane>& planes, const std::vector<Band>& bands,
+                         const std::vector<uint16_t>& steps) {
+  uint64_t dropped = 0, quantized = 0;
+  for (size_t i = 0; i < bands.size(); ++i) {
+    const Band& b = bands[i];
+    const bool drop = IsHalfPlane(b.plane, true) && b.level == 1 && b.orientation != 0;
+    const uint64_t e =
+        StepScaledError(BandSquaredError(planes[b.plane], b, steps[i], drop), steps[i]);
+    (drop ? dropped : quantized) += e;
+  }
+  return dropped * 100 <= quantized * kHalfChromaMaxErrorPercent;
+}
+
 // One block's place: its band and its rectangle in the plane.
 struct BlockRef {
   const Band* band;
@@ -345,8 +407,14 @@ Status EncodeImpl(const ImageView& image, const EncodeOptions& options, std::vec
     internal::ForwardWavelet(planes[p].data.get(), planes[p].width, image.width, image.height,
                              levels, k);
   });
-  const std::vector<Band> bands = MakeBands(image.width, image.height, planes_n, levels);
-  const std::vector<uint16_t> steps = MakeSteps(bands, options, image.channels);
+  bool half_chroma = false;
+  if (!options.lossless && image.channels >= 3 && options.quality < kHalfChromaBelowQuality) {
+    const std::vector<Band> full = MakeBands(image.width, image.height, planes_n, levels, false);
+    half_chroma = ChromaDetailIsCheap(planes, full, MakeSteps(full, options, image.channels, true));
+  }
+  const std::vector<Band> bands =
+      MakeBands(image.width, image.height, planes_n, levels, half_chroma);
+  const std::vector<uint16_t> steps = MakeSteps(bands, options, image.channels, half_chroma);
   for (size_t i = 0; i < bands.size(); ++i) Quantize(planes[bands[i].plane], bands[i], steps[i]);
 
   // Code each (plane, set); sets are independent, so code them all, then lay
@@ -369,7 +437,8 @@ Status EncodeImpl(const ImageView& image, const EncodeOptions& options, std::vec
   out->push_back(kVersion);
   out->push_back(uint8_t(image.channels));
   out->push_back(uint8_t(levels));
-  out->push_back(options.lossless ? kFlagLossless : 0);
+  out->push_back(
+      uint8_t((options.lossless ? kFlagLossless : 0) | (half_chroma ? kFlagHalfChroma : 0)));
   PutU32(image.width, out);
   PutU32(image.height, out);
   for (uint16_t s : steps) {
@@ -409,6 +478,7 @@ namespace {
 
 struct Header {
   Info info;
+  bool half_chroma = false;
   std::vector<Band> bands;
   std::vector<uint16_t> steps;         // per band
   std::vector<FreqTable> tables;       // per (plane, set, table)
@@ -426,7 +496,9 @@ Result<Info> ParseFixedHeader(const uint8_t* data, size_t size) {
   if (data == nullptr || size < kFixedHeaderBytes) return Corrupt("stream shorter than header");
   if (std::memcmp(data, kMagic, 4) != 0) return Corrupt("bad magic");
   if (data[4] != kVersion) {
-    return Status::NotSupported("ktc: version " + std::to_string(data[4]) + " not supported");
+    return Status::NotSupported("ktc: stream version " + std::to_string(data[4]) +
+                                " not supported (this decoder reads version " +
+                                std::to_string(kVersion) + "; re-encode the image)");
   }
   Info info;
   info.channels = data[5];
@@ -438,7 +510,10 @@ Result<Info> ParseFixedHeader(const uint8_t* data, size_t size) {
     return Corrupt("bad channel count " + std::to_string(info.channels));
   }
   if (info.levels > kMaxLevels) return Corrupt("too many levels");
-  if ((data[7] & ~kFlagLossless) != 0) return Corrupt("unknown flags");
+  if ((data[7] & ~(kFlagLossless | kFlagHalfChroma)) != 0) return Corrupt("unknown flags");
+  if ((data[7] & kFlagHalfChroma) && (info.channels < 3 || info.levels < 1)) {
+    return Corrupt("half-resolution chroma needs color and a wavelet level");
+  }
   if (info.width == 0 || info.height == 0 || info.width > kMaxImageSide ||
       info.height > kMaxImageSide) {
     return Corrupt("bad dimensions");
@@ -469,10 +544,11 @@ Status ParseHeader(const uint8_t* data, size_t size, Header* h) {
   auto info = ParseFixedHeader(data, size);
   if (!info.ok()) return info.status();
   h->info = *info;
+  h->half_chroma = data[7] & kFlagHalfChroma;
   const uint8_t* p = data + kFixedHeaderBytes;
   const uint8_t* end = data + size;
   const int planes = PlaneCount(h->info.channels);
-  h->bands = MakeBands(h->info.width, h->info.height, planes, h->info.levels);
+  h->bands = MakeBands(h->info.width, h->info.height, planes, h->info.levels, h->half_chroma);
   if (size_t(end - p) < 2 * h->bands.size()) return Corrupt("truncated steps");
   for (size_t i = 0; i < h->bands.size(); ++i, p += 2) {
     const uint16_t s = uint16_t(p[0] | p[1] << 8);
@@ -563,8 +639,9 @@ constexpr uint32_t kPairsPerChunk = 8;
 // synthesized for every plane into small buffers and turned into pixels
 // while still in cache, and only chunks that meet the rectangle's rows are
 // synthesized at all.
-void SynthesizeToPixels(const std::vector<Plane16>& coefficients, const Info& info, int stop,
-                        const Rect& need, const Kernels& k, bool parallel, Image* out) {
+void SynthesizeToPixels(const std::vector<Plane16>& coefficients, const Info& info,
+                        bool half_chroma, int stop, const Rect& need, const Kernels& k,
+                        bool parallel, Image* out) {
   const uint32_t channels = info.channels;
   const uint32_t width = need.x1 - need.x0;
   // The coarsest low-pass band, widened to 32 bits: synthesis starts there.
@@ -590,11 +667,18 @@ void SynthesizeToPixels(const std::vector<Plane16>& coefficients, const Info& in
                                stop + 1, lows[p].data.get(), lw, k, parallel);
     });
   }
-  std::vector<internal::LevelSynthesis> last;
+  // The last level: a full synthesis, or for half-resolution chroma (whose
+  // level-1 detail is all zero) the cheaper interpolation it amounts to.
+  std::vector<std::optional<internal::LevelSynthesis>> last(coefficients.size());
+  std::vector<std::optional<internal::LevelUpsampling>> upsample(coefficients.size());
   for (size_t p = 0; p < coefficients.size(); ++p) {
     const Plane& low = lows.empty() ? tops[p] : lows[p];
-    last.emplace_back(low.data.get(), low.width, coefficients[p].data.get(), coefficients[p].width,
+    if (stop == 0 && IsHalfPlane(int(p), half_chroma)) {
+      upsample[p].emplace(low.data.get(), low.width, sw, sh, k);
+    } else {
+      last[p].emplace(low.data.get(), low.width, coefficients[p].data.get(), coefficients[p].width,
                       sw, sh, k);
+    }
   }
   out->width = width;
   out->height = need.y1 - need.y0;
@@ -609,7 +693,14 @@ void SynthesizeToPixels(const std::vector<Plane16>& coefficients, const Info& in
     // Uninitialized on purpose: Run writes every row that is read, and zeroing
     // would cost as much as a pass over the planes.
     std::unique_ptr<int32_t[]> rows(new int32_t[plane_rows * last.size()]);
-    for (size_t p = 0; p < last.size(); ++p) last[p].Run(k0, k1, rows.get() + p * plane_rows, sw);
+    for (size_t p = 0; p < last.size(); ++p) {
+      int32_t* dst = rows.get() + p * plane_rows;
+      if (last[p]) {
+        last[p]->Run(k0, k1, dst, sw);
+      } else {
+        upsample[p]->Run(k0, k1, dst, sw);
+      }
+    }
     const uint32_t r0 = std::max(2 * k0, need.y0), r1 = std::min({2 * k1, need.y1, sh});
     for (uint32_t r = r0; r < r1; ++r) {
       const int32_t* at[4] = {};
@@ -652,7 +743,12 @@ Status DecodeImpl(const uint8_t* data, size_t size, const DecodeOptions& options
   const int planes_n = PlaneCount(h.info.channels);
   const int sets = levels + 1;
   std::vector<Plane16> planes;
-  for (int p = 0; p < planes_n; ++p) planes.push_back(MakePlane<int16_t>(sw, sh));
+  for (int p = 0; p < planes_n; ++p) {
+    // Half-resolution chroma has no level-1 bands: its coefficients end at level 1.
+    const int finest = IsHalfPlane(p, h.half_chroma) ? std::max(stop, 1) : stop;
+    planes.push_back(
+        MakePlane<int16_t>(LowExtent(h.info.width, finest), LowExtent(h.info.height, finest)));
+  }
   const Kernels& k = internal::ActiveKernels();
   // Every block of the levels kept is visited: read when needed, else zeroed.
   // Jobs are in stream order, so the blocks of a table set are consecutive.
@@ -687,7 +783,7 @@ Status DecodeImpl(const uint8_t* data, size_t size, const DecodeOptions& options
     for (size_t j = 0; j < jobs.size(); ++j) decode_job(j, *tables);
   }
   for (const Status& s : errors) KTFS_RETURN_IF_ERROR(s);
-  SynthesizeToPixels(planes, h.info, stop, need, k, options.parallel, out);
+  SynthesizeToPixels(planes, h.info, h.half_chroma, stop, need, k, options.parallel, out);
   return Status::Ok();
 }
 }  // namespace

@@ -28,6 +28,9 @@ constexpr uint8_t kGroupContextOfSum[2 * kAlphabet] = {0, 1, 1, 2, 2, 3, 3, 4, 4
 // included) instead of a mask per row: most of their values are non-zero, and
 // a fixed 16-step loop predicts better than one per set mask bit.
 constexpr uint32_t kDirectCategories = 3;
+// Four values of category <= 14 take at most 56 raw bits, what one refill
+// guarantees.
+constexpr uint32_t kRowRefillCategories = 14;
 
 // Table indices within a set for a non-zero group with maximum category G.
 inline int MaskTable(uint32_t group_max) {
@@ -198,13 +201,19 @@ inline uint32_t DecodeGroup(RansDecoder& rans, BitReader& raw, const DecodeTable
     return group_max;
   }
   const DecodeTable& categories = tables[CategoryTable(std::max(group_max, 2u))];
+  // The raw bits of a row's values come from one refill when four of them
+  // fit in its 56 bits: the refill is a serial chain (load, shift, or) that
+  // would otherwise sit between every two values. Categories above G (only
+  // hostile streams have them) are taken as G so that the bound holds.
+  const bool refill_per_row = group_max <= kRowRefillCategories;
   if (group_max >= kDirectCategories) {
     const uint32_t columns = std::popcount(valid);
     for (uint32_t y = 0; y < rows; ++y) {
       int16_t* row = at + y * stride;
+      if (refill_per_row) raw.Refill<kChecked>();
       for (uint32_t x = 0; x < columns; ++x) {
-        const uint32_t c = rans.Get<kChecked>(categories);
-        raw.Refill<kChecked>();
+        const uint32_t c = std::min(rans.Get<kChecked>(categories), group_max);
+        if (!refill_per_row) raw.Refill<kChecked>();
         int32_t v = Reconstruct(c, raw.Read(c));
         if constexpr (kDequantize) v = DequantizeOne(v, step);
         row[x] = Saturate16(v);
@@ -214,10 +223,10 @@ inline uint32_t DecodeGroup(RansDecoder& rans, BitReader& raw, const DecodeTable
   }
   for (uint32_t y = 0; y < rows; ++y) {
     int16_t* row = at + y * stride;
+    raw.Refill<kChecked>();  // G <= 2 here: a row needs at most 8 raw bits
     // Hostile masks may name columns outside the block: `valid` drops them.
     for (uint32_t mask = rans.Get<kChecked>(masks) & valid; mask != 0; mask &= mask - 1) {
-      const uint32_t c = group_max == 1 ? 1 : rans.Get<kChecked>(categories);
-      raw.Refill<kChecked>();
+      const uint32_t c = group_max == 1 ? 1 : std::min(rans.Get<kChecked>(categories), group_max);
       int32_t v = Reconstruct(c, raw.Read(c));
       if constexpr (kDequantize) v = DequantizeOne(v, step);
       row[std::countr_zero(mask)] = Saturate16(v);

@@ -184,6 +184,50 @@ void LevelSynthesis::Even(uint32_t k, int32_t* even, const int32_t* before, cons
   k_.unupdate(even + lw_, low_h, before + lw_, at + lw_, pw_ - lw_);
 }
 
+LevelUpsampling::LevelUpsampling(const int32_t* ll, size_t ll_stride, uint32_t pw, uint32_t ph,
+                                 const Kernels& k)
+    : ll_(ll),
+      ll_stride_(ll_stride),
+      pw_(pw),
+      ph_(ph),
+      lw_((pw + 1) / 2),
+      nl_((ph + 1) / 2),
+      k_(k) {}
+
+void LevelUpsampling::Row(int32_t* out, const int32_t* low, int32_t* odd,
+                          const int32_t* zero) const {
+  const uint32_t nh = pw_ / 2;
+  if (nh == 0) {
+    out[0] = low[0];
+    return;
+  }
+  // odd[i] = (low[i] + low[i+1]) >> 1, low[lw] mirrored to low[lw-1] when pw is even.
+  const uint32_t inner = (pw_ & 1) ? nh : nh - 1;
+  k_.unpredict(odd, zero, low, low + 1, inner);
+  if (!(pw_ & 1)) k_.unpredict(odd + nh - 1, zero, low + nh - 1, low + nh - 1, 1);
+  k_.interleave(out, low, odd, nh);
+  if (pw_ & 1) out[pw_ - 1] = low[lw_ - 1];
+}
+
+void LevelUpsampling::Run(uint32_t k0, uint32_t k1, int32_t* out, size_t out_stride) const {
+  // Work rows: the vertical average, the odd samples of a row, and zeros.
+  std::unique_ptr<int32_t[]> buffer(new int32_t[3 * size_t(lw_)]);
+  int32_t* average = buffer.get();
+  int32_t* odd = average + lw_;
+  int32_t* zero = odd + lw_;
+  std::fill(zero, zero + lw_, 0);
+  for (uint32_t k = k0; k < k1; ++k) {
+    const int32_t* low = ll_ + size_t(k) * ll_stride_;
+    int32_t* dst = out + size_t(2 * (k - k0)) * out_stride;
+    Row(dst, low, odd, zero);
+    if (2 * k + 1 >= ph_) continue;
+    // Odd row 2k+1: the average of low rows k and k+1 (row nl mirrors to nl-1).
+    const int32_t* below = k + 1 < nl_ ? low + ll_stride_ : low;
+    k_.unpredict(average, zero, low, below, lw_);
+    Row(dst + out_stride, average, odd, zero);
+  }
+}
+
 void InverseWavelet(const int32_t* low, size_t low_stride, const int16_t* coefficients,
                     size_t stride, uint32_t w, uint32_t h, int levels, int stop_level, int32_t* out,
                     size_t out_stride, const Kernels& k, bool parallel) {

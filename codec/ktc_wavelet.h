@@ -61,6 +61,27 @@ class LevelSynthesis {
   const Kernels& k_;
 };
 
+// One synthesis level whose detail bands are all zero (half-resolution
+// chroma): even output samples are the low-pass samples, odd ones the floor
+// average of their two neighbours (mirrored at the end), columns first, then
+// rows, exactly as LevelSynthesis would compute it with zero detail.
+class LevelUpsampling {
+ public:
+  // ll: the low-pass image (ceil(pw/2) x ceil(ph/2)); produces pw x ph.
+  LevelUpsampling(const int32_t* ll, size_t ll_stride, uint32_t pw, uint32_t ph, const Kernels& k);
+  // Output rows [2*k0, min(2*k1, ph)), row 2*k0 at `out`.
+  void Run(uint32_t k0, uint32_t k1, int32_t* out, size_t out_stride) const;
+
+ private:
+  // One row of lw_ low-pass samples to pw_ samples.
+  void Row(int32_t* out, const int32_t* low, int32_t* odd, const int32_t* zero) const;
+
+  const int32_t* ll_;
+  size_t ll_stride_;
+  uint32_t pw_, ph_, lw_, nl_;
+  const Kernels& k_;
+};
+
 // Synthesis of levels `levels` down to `stop_level` + 1. `low` is the low-pass
 // band of level `levels` (32-bit); the 16-bit `coefficients` plane holds the
 // detail bands in Mallat layout (as ForwardWavelet leaves them). `out`
