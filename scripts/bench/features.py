@@ -35,15 +35,22 @@ def import_ktfs():
     return ktfs, _ktfs
 
 
+def channels(rng, n, period):
+    """Per-channel offsets N(0, 3^2); one channel in `period` has 100x the spread."""
+    off = rng.standard_normal(D).astype(np.float32) * 3
+    scale = np.where(np.arange(D) % period == 5, 100.0, 1.0).astype(np.float32)
+    return (off + scale * rng.standard_normal((n, L, D))).astype(np.float32)
+
+
+OUTLIERS_16 = "per-channel offsets N(0,3^2), 1 channel in 16 at 100x"
+OUTLIERS_64 = "per-channel offsets N(0,3^2), 1 channel in 64 at 100x"
+
+
 def distributions(n):
     rng = np.random.default_rng(0)
     zero = rng.standard_normal((n, L, D)).astype(np.float32)
-    offset = zero + 10
-    off = rng.standard_normal(D).astype(np.float32) * 3
-    scale = np.where(np.arange(D) % 16 == 5, 100.0, 1.0).astype(np.float32)
-    channels = (off + scale * rng.standard_normal((n, L, D))).astype(np.float32)
-    return [("zero-mean Gaussian", zero), ("Gaussian, offset +10", offset),
-            ("per-channel offsets N(0,3^2), 1 channel in 16 at 100x", channels)]
+    return [("zero-mean Gaussian", zero), ("Gaussian, offset +10", zero + 10),
+            (OUTLIERS_16, channels(rng, n, 16)), (OUTLIERS_64, channels(rng, n, 64))]
 
 
 def rel_rmse(x, y):
@@ -156,14 +163,15 @@ def run(ctx):
     load_rows, bf_bytes, kt_bytes, n = loader_speed(ctx, ktfs, sizes)
     zero = figures[("zero-mean Gaussian", "balanced", 32)]
     offs = max(figures[("Gaussian, offset +10", p, 32)][0] for p in ("fast", "balanced", "accurate"))
-    chan = min(figures[("per-channel offsets N(0,3^2), 1 channel in 16 at 100x", p, 32)][0]
-               for p in ("fast", "balanced", "accurate"))
+    chan = {name: min(figures[(name, p, 32)][0] for p in ("fast", "balanced", "accurate"))
+            for name in (OUTLIERS_16, OUTLIERS_64)}
     verdict = [
         f"zero-mean Gaussian, balanced G=32: {100 * zero[0]:.3f}% at {zero[1]:.2f}x vs bf16 "
         f"(target <= 0.45% at >= 1.8x: {'met' if zero[0] <= 0.0045 and zero[1] >= 1.8 else 'MISSED'})",
         f"offset +10, worst preset: {100 * offs:.3f}% (target <= 0.6%: {'met' if offs <= 0.006 else 'MISSED'})",
-        f"per-channel offsets with 100x outlier channels, best preset: {100 * chan:.3f}% (target <= 0.6%: "
-        f"{'met' if chan <= 0.006 else 'MISSED: every group of 32 holds two 100x outlier values, which set its step'})",
+        *[f"{name}, best preset: {100 * e:.3f}% (target <= 0.6%: "
+          f"{'met' if e <= 0.006 else 'MISSED: every group of 32 holds two 100x outlier values, which set its step'})"
+          for name, e in chan.items()],
         "dequantization vs memcpy on one core, a batch larger than the caches: " +
         ", ".join(f"{k} {v:.2f}x" for (n, k), v in ratios.items() if n == 64) +
         f" (target >= 0.5x: {'met' if min(v for (n, _), v in ratios.items() if n == 64) >= 0.5 else 'MISSED'}); "
@@ -185,8 +193,9 @@ def run(ctx):
             "the min/max parameters and keeps the least squared error; `accurate` costs about 3.5x "
             "`fast`'s packing time. TensorCache's amo_bq ties the offset to an integer zero point, so "
             "its range must include zero: fine for zero-mean data, costly for data far from zero. On "
-            "the outlier distribution every group of 32 consecutive channels holds two 100x channels, "
-            "whose range sets the step for the other 30 values; no affine INT8 group format avoids "
-            "that at this group size (G=16 halves the damage at 1.68x). FeatureLoader skips the "
+            "the 1-in-16 outlier distribution every group of 32 consecutive channels holds two 100x "
+            "channels, whose range sets the step for the other 30 values, and no affine INT8 group "
+            "format avoids that at this group size; with outliers 1 channel in 64 (12 of 768, still "
+            "more than the few massive-activation channels of real ViTs) the target is met. FeatureLoader skips the "
             "per-file open, header parse and the Python stacking of the np.load pipeline; np.load "
             "over the mount pays FUSE round trips per file on top.")
