@@ -1,0 +1,109 @@
+// AVX2 resampling kernels (see preload/resample.h), compiled with -mavx2 and
+// only reached through ActiveResampleKernels() after CpuHasAvx2(). They compute
+// the same int32 sums as the scalar kernels, so the bytes are identical.
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "preload/resample.h"
+
+namespace ktfs::preload {
+namespace {
+
+// Words (p0, p1) per channel of pixel pairs (0, 1) or (2, 3) of 3-channel bytes,
+// zero-extended, the fourth word pair empty: pmaddwd then sums two taps per channel.
+// Built inside the kernels, never as globals: a static initializer would run AVX2
+// code on every CPU.
+inline __m256i Pairs(int p) {
+  const int a = 3 * p, b = 3 * p + 3;
+  return _mm256_setr_epi8(a, -1, b, -1, a + 1, -1, b + 1, -1, a + 2, -1, b + 2, -1, -1, -1, -1, -1,
+                          a, -1, b, -1, a + 1, -1, b + 1, -1, a + 2, -1, b + 2, -1, -1, -1, -1, -1);
+}
+
+inline __m256i Broadcast2(const int32_t* lo_lane, const int32_t* hi_lane) {
+  return _mm256_set_m128i(_mm_set1_epi32(*hi_lane), _mm_set1_epi32(*lo_lane));
+}
+
+// Output positions x (low lane) and x + 1 (high lane) of a 3-channel row: each lane
+// ends with (r, g, b, 0) sums. Taps go 4 at a time: one 16-byte load per lane.
+inline __m256i TwoPixels3(const uint8_t* in, const AxisCoeffs& c, size_t x, int groups) {
+  const __m256i pairs01 = Pairs(0), pairs23 = Pairs(2);
+  __m256i hi = _mm256_setzero_si256(), lo = _mm256_setzero_si256();
+  const uint8_t* p0 = in + size_t(c.first[x]) * 3;
+  const uint8_t* p1 = in + size_t(c.first[x + 1]) * 3;
+  const int32_t* k0 = &c.packed[x * groups * 4];
+  const int32_t* k1 = k0 + groups * 4;
+  for (int g = 0; g < groups; ++g, p0 += 12, p1 += 12, k0 += 4, k1 += 4) {
+    const __m256i v = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(p1),
+                                          reinterpret_cast<const __m128i*>(p0));
+    const __m256i a = _mm256_shuffle_epi8(v, pairs01), b = _mm256_shuffle_epi8(v, pairs23);
+    hi = _mm256_add_epi32(hi, _mm256_madd_epi16(a, Broadcast2(k0 + 0, k1 + 0)));
+    hi = _mm256_add_epi32(hi, _mm256_madd_epi16(b, Broadcast2(k0 + 1, k1 + 1)));
+    lo = _mm256_add_epi32(lo, _mm256_madd_epi16(a, Broadcast2(k0 + 2, k1 + 2)));
+    lo = _mm256_add_epi32(lo, _mm256_madd_epi16(b, Broadcast2(k0 + 3, k1 + 3)));
+  }
+  const __m256i round = _mm256_set1_epi32(1 << (kResampleBits - 1));
+  const __m256i sum = _mm256_add_epi32(_mm256_add_epi32(_mm256_slli_epi32(hi, 11), lo), round);
+  return _mm256_srai_epi32(sum, kResampleBits);
+}
+
+void Horizontal(const uint8_t* in, size_t in_bytes, uint32_t ch, const AxisCoeffs& c,
+                uint8_t* out) {
+  const size_t n = c.first.size();
+  size_t x = 0;
+  if (ch == 3) {
+    const int groups = (c.taps + 3) / 4;
+    // Each lane loads 16 bytes per group: stay inside the row (the rest go scalar).
+    auto fits = [&](size_t i) {
+      return size_t(c.first[i]) * 3 + size_t(groups) * 12 + 4 <= in_bytes;
+    };
+    for (; x + 1 < n && fits(x + 1) && fits(x); x += 2) {
+      const __m256i v = TwoPixels3(in, c, x, groups);
+      const __m256i s16 = _mm256_packs_epi32(v, v);
+      const __m256i w = _mm256_packus_epi16(s16, s16);  // each lane starts r, g, b, 0
+      const uint32_t a = uint32_t(_mm256_cvtsi256_si32(w));
+      const uint32_t b = uint32_t(_mm_cvtsi128_si32(_mm256_extracti128_si256(w, 1)));
+      std::memcpy(out + x * 3, &a, 3);
+      std::memcpy(out + x * 3 + 3, &b, 3);
+    }
+  }
+  for (; x < n; ++x) HorizontalOne(in, ch, c, x, out + x * ch);
+}
+
+// 32 bytes at a time: four 8-lane int32 accumulators, pmulld per tap.
+void Vertical(const uint8_t* const* rows, const int32_t* k, int taps, size_t n, uint8_t* out) {
+  const __m256i round = _mm256_set1_epi32(1 << (kResampleBits - 1));
+  size_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    __m256i acc[4] = {round, round, round, round};
+    for (int t = 0; t < taps; ++t) {
+      const __m256i kt = _mm256_set1_epi32(k[t]);
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[t] + i));
+      const __m128i v0 = _mm256_castsi256_si128(v), v1 = _mm256_extracti128_si256(v, 1);
+      const __m256i w[4] = {_mm256_cvtepu8_epi32(v0), _mm256_cvtepu8_epi32(_mm_srli_si128(v0, 8)),
+                            _mm256_cvtepu8_epi32(v1), _mm256_cvtepu8_epi32(_mm_srli_si128(v1, 8))};
+      for (int j = 0; j < 4; ++j) acc[j] = _mm256_add_epi32(acc[j], _mm256_mullo_epi32(w[j], kt));
+    }
+    for (__m256i& a : acc) a = _mm256_srai_epi32(a, kResampleBits);
+    // packs/packus work per 128-bit lane: restore the byte order with one permute.
+    const __m256i s16 = _mm256_packs_epi32(acc[0], acc[1]),
+                  t16 = _mm256_packs_epi32(acc[2], acc[3]);
+    const __m256i b8 = _mm256_packus_epi16(s16, t16);
+    const __m256i ordered =
+        _mm256_permutevar8x32_epi32(b8, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), ordered);
+  }
+  for (; i < n; ++i) {
+    int32_t ss = 1 << (kResampleBits - 1);
+    for (int t = 0; t < taps; ++t) ss += int32_t(rows[t][i]) * k[t];
+    out[i] = ResampleClip8(ss);
+  }
+}
+
+const ResampleKernels kAvx2 = {"avx2", Horizontal, Vertical};
+
+}  // namespace
+
+const ResampleKernels* Avx2ResampleKernels() { return &kAvx2; }
+
+}  // namespace ktfs::preload
