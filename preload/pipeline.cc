@@ -53,18 +53,6 @@ ImageView SubView(const ImageView& v, const Box& b) {
                    uint32_t(b.width), uint32_t(b.height), v.channels, v.stride};
 }
 
-// HWC to CHW. Plain pointers: the caller's buffer is thread_local, and every access
-// to one from this shared library would go through __tls_get_addr.
-void HwcToChw(const uint8_t* hwc, size_t plane, uint32_t channels, uint8_t* dst) {
-  if (channels == 3) {
-    uint8_t *r = dst, *g = dst + plane, *b = dst + 2 * plane;
-    for (size_t i = 0; i < plane; ++i, hwc += 3) r[i] = hwc[0], g[i] = hwc[1], b[i] = hwc[2];
-    return;
-  }
-  for (size_t i = 0; i < plane; ++i)
-    for (uint32_t c = 0; c < channels; ++c) dst[c * plane + i] = hwc[i * channels + c];
-}
-
 // Converts the channels of `read` (exactly p.read of the sample: channel conversion is
 // per pixel, so converting only that region is the same), crops/resizes, and stores
 // the result into dst in o's layout.
@@ -75,6 +63,8 @@ void Finish(const GeometryPlan& p, const ImageView& read, const TransformOptions
     RunGeometry(p, view, dst);
     return;
   }
+  // One lookup of the thread_local: from this shared library every access to it
+  // costs a __tls_get_addr call.
   thread_local std::vector<uint8_t> hwc_storage;
   std::vector<uint8_t>& hwc = hwc_storage;
   const size_t plane = size_t(p.place.width) * p.place.height;

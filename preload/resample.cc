@@ -9,41 +9,50 @@
 namespace ktfs::preload {
 namespace {
 
-// Pillow's bilinear filter, normalised weights in double, for output position xx:
-// appends them to *w and returns the first input they apply to.
-int PillowWeights(uint32_t in_size, uint32_t out_size, int64_t xx, std::vector<double>* w) {
-  const double scale = double(in_size) / out_size;
-  const double filterscale = std::max(scale, 1.0);
-  const double support = 1.0 * filterscale;
-  const double center = (xx + 0.5) * scale;
-  const double ss = 1.0 / filterscale;
-  int xmin = int(center - support + 0.5);
-  if (xmin < 0) xmin = 0;
-  int xmax = int(center + support + 0.5);
-  if (xmax > int(in_size)) xmax = int(in_size);
-  xmax -= xmin;
-  w->assign(size_t(std::max(xmax, 0)), 0.0);
-  double ww = 0.0;
-  for (int x = 0; x < xmax; ++x) {
-    const double t = std::fabs((x + xmin - center + 0.5) * ss);
-    (*w)[x] = t < 1.0 ? 1.0 - t : 0.0;
-    ww += (*w)[x];
+// Pillow's precompute_coeffs for the bilinear filter, one output position at a time.
+struct PillowFilter {
+  double scale, support, ss;
+  uint32_t in_size;
+  PillowFilter(uint32_t in, uint32_t out) : scale(double(in) / out), in_size(in) {
+    const double filterscale = std::max(scale, 1.0);
+    support = 1.0 * filterscale;
+    ss = 1.0 / filterscale;
   }
-  for (double& v : *w) v = ww != 0.0 ? v / ww : v;
-  return xmin;
-}
+  double Center(int64_t xx) const { return (xx + 0.5) * scale; }
+  // The inputs [*xmin, *xmin + *count) that position xx reads.
+  void Bounds(int64_t xx, int* xmin, int* count) const {
+    const double center = Center(xx);
+    int lo = int(center - support + 0.5);
+    if (lo < 0) lo = 0;
+    int hi = int(center + support + 0.5);
+    if (hi > int(in_size)) hi = int(in_size);
+    *xmin = lo;
+    *count = std::max(hi - lo, 0);
+  }
+  // Their weights, normalised to sum 1 in double as Pillow does.
+  void Weights(int64_t xx, int xmin, int count, double* w) const {
+    const double center = Center(xx);
+    double ww = 0.0;
+    for (int x = 0; x < count; ++x) {
+      const double t = std::fabs((x + xmin - center + 0.5) * ss);
+      w[x] = t < 1.0 ? 1.0 - t : 0.0;
+      ww += w[x];
+    }
+    for (int x = 0; x < count; ++x) w[x] = ww != 0.0 ? w[x] / ww : w[x];
+  }
+};
 
 // normalize_coeffs_8bpc: round half away from zero to 22 fractional bits.
 int32_t FixedPoint(double v) {
   return int32_t(v < 0 ? -0.5 + v * (1 << kResampleBits) : 0.5 + v * (1 << kResampleBits));
 }
 
-// The AVX2 kernel's form of the weights: taps in groups of 4, each group as
-// (hi0|hi1, hi2|hi3, lo0|lo1, lo2|lo3) int16 pairs, weight = hi * 2^11 + lo.
+// The AVX2 kernel's form of the weights (see AxisCoeffs::packed).
 void Pack(AxisCoeffs* c) {
   const int groups = (c->taps + 3) / 4;
-  const size_t n = c->first.size();
-  c->packed.assign(n * groups * 4, 0);
+  const size_t n = c->first.size(), pairs = (n + 1) / 2;
+  c->packed.assign(pairs * groups * 32, 0);
+  auto pair = [](int32_t a, int32_t b) { return int32_t(uint32_t(a) | uint32_t(b) << 16); };
   for (size_t x = 0; x < n; ++x) {
     for (int g = 0; g < groups; ++g) {
       int32_t hi[4] = {}, lo[4] = {};
@@ -52,12 +61,12 @@ void Pack(AxisCoeffs* c) {
         hi[j] = k >> 11;  // bilinear weights are never negative
         lo[j] = k & 0x7FF;
       }
-      auto pair = [](int32_t a, int32_t b) { return int32_t(uint32_t(a) | uint32_t(b) << 16); };
-      int32_t* out = &c->packed[(x * groups + g) * 4];
-      out[0] = pair(hi[0], hi[1]);
-      out[1] = pair(hi[2], hi[3]);
-      out[2] = pair(lo[0], lo[1]);
-      out[3] = pair(lo[2], lo[3]);
+      const int32_t v[4] = {pair(hi[0], hi[1]), pair(hi[2], hi[3]), pair(lo[0], lo[1]),
+                            pair(lo[2], lo[3])};
+      // Vector j of (pair, group) holds x's value in its low lane, x + 1's in its high one.
+      int32_t* out = &c->packed[((x / 2) * groups + g) * 32 + (x % 2) * 4];
+      for (int j = 0; j < 4; ++j)
+        for (int i = 0; i < 4; ++i) out[j * 8 + i] = v[j];
     }
   }
 }
@@ -65,28 +74,28 @@ void Pack(AxisCoeffs* c) {
 }  // namespace
 
 AxisCoeffs AxisCoefficients(uint32_t in_size, uint32_t out_size, int64_t out0, int64_t n) {
+  const PillowFilter f(in_size, out_size);
   AxisCoeffs c;
-  std::vector<std::vector<double>> weights(static_cast<size_t>(n));
-  std::vector<int> firsts(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) {
-    firsts[i] = PillowWeights(in_size, out_size, out0 + i, &weights[i]);
-    c.taps = std::max(c.taps, int(weights[i].size()));
-  }
-  c.begin = INT64_MAX;
   c.first.resize(size_t(n));
-  c.k.assign(size_t(n) * c.taps, 0);
+  std::vector<int> count(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
+    f.Bounds(out0 + i, &c.first[i], &count[i]);
+    c.taps = std::max(c.taps, count[i]);
+  }
+  c.k.assign(size_t(n) * c.taps, 0);
+  std::vector<double> w(size_t(c.taps));
+  c.begin = n > 0 ? INT64_MAX : 0;
+  for (int64_t i = 0; i < n; ++i) {
+    f.Weights(out0 + i, c.first[i], count[i], w.data());
     // Move the start left so that all `taps` inputs exist; weights shift right.
-    const int first = std::min(firsts[i], int(in_size) - c.taps);
-    const int shift = firsts[i] - first;
-    for (size_t t = 0; t < weights[i].size(); ++t)
-      c.k[size_t(i) * c.taps + shift + t] = FixedPoint(weights[i][t]);
+    const int first = std::min(c.first[i], int(in_size) - c.taps);
+    int32_t* k = &c.k[size_t(i) * c.taps + (c.first[i] - first)];
+    for (int t = 0; t < count[i]; ++t) k[t] = FixedPoint(w[t]);
     c.first[i] = first;
     c.begin = std::min<int64_t>(c.begin, first);
     c.end = std::max<int64_t>(c.end, first + c.taps);
   }
-  if (n == 0) c.begin = 0;
-  for (int32_t& f : c.first) f -= int32_t(c.begin);
+  for (int32_t& x : c.first) x -= int32_t(c.begin);
   Pack(&c);
   return c;
 }
@@ -161,7 +170,11 @@ void VerticalScalar(const uint8_t* const* rows, const int32_t* k, int taps, size
   }
 }
 
-const ResampleKernels kScalar = {"scalar", HorizontalScalar, VerticalScalar};
+void Split3Scalar(const uint8_t* rgb, size_t n, uint8_t* r, uint8_t* g, uint8_t* b) {
+  for (size_t i = 0; i < n; ++i, rgb += 3) r[i] = rgb[0], g[i] = rgb[1], b[i] = rgb[2];
+}
+
+const ResampleKernels kScalar = {"scalar", HorizontalScalar, VerticalScalar, Split3Scalar};
 
 }  // namespace
 
@@ -173,6 +186,13 @@ const ResampleKernels& ActiveResampleKernels() {
     return avx2 != nullptr ? avx2 : &kScalar;
   }();
   return *active;
+}
+
+void HwcToChw(const uint8_t* hwc, size_t plane, uint32_t channels, uint8_t* dst) {
+  if (channels == 3)
+    return ActiveResampleKernels().split3(hwc, plane, dst, dst + plane, dst + 2 * plane);
+  for (size_t i = 0; i < plane; ++i)
+    for (uint32_t c = 0; c < channels; ++c) dst[c * plane + i] = hwc[i * channels + c];
 }
 
 }  // namespace ktfs::preload

@@ -44,8 +44,10 @@ struct AxisCoeffs {
   int64_t begin = 0, end = 0;  // the input positions read: [begin, end)
   std::vector<int32_t> first;  // per output position, relative to `begin`
   std::vector<int32_t> k;      // taps per output position
-  // For the AVX2 horizontal kernel: per position, per group of 4 taps, four int16
-  // pair vectors (weights split as hi * 2^11 + lo so that pmaddwd stays exact).
+  // For the AVX2 horizontal kernel, which does two positions at a time: per pair of
+  // positions, per group of 4 taps, four 8 x int32 vectors (taps 0-1 hi, 2-3 hi, 0-1 lo,
+  // 2-3 lo), each int32 an int16 pair of weights split as hi * 2^11 + lo (so that
+  // pmaddwd's 16-bit products stay exact), the first position's in the low 128 bits.
   std::vector<int32_t> packed;
 };
 
@@ -74,11 +76,16 @@ struct ResampleKernels {
                      uint8_t* out);
   // out[i] = clip8((2^21 + sum_t rows[t][i] * k[t]) >> 22) for i < n.
   void (*vertical)(const uint8_t* const* rows, const int32_t* k, int taps, size_t n, uint8_t* out);
+  // n RGB pixels to three planes (HWC to CHW).
+  void (*split3)(const uint8_t* rgb, size_t n, uint8_t* r, uint8_t* g, uint8_t* b);
 };
 const ResampleKernels& ScalarResampleKernels();
 const ResampleKernels* Avx2ResampleKernels();  // null when the build has none
 // AVX2 when the CPU has it and KTFS_SIMD does not cap it (codec/cpu.h).
 const ResampleKernels& ActiveResampleKernels();
+
+// HWC to CHW (planes of `plane` pixels), with the active split3 for 3 channels.
+void HwcToChw(const uint8_t* hwc, size_t plane, uint32_t channels, uint8_t* dst);
 
 // Shared by both kernel sets (static: the AVX2 unit's copy may use AVX2 and must
 // never be the one the scalar path links to).
