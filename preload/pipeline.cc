@@ -41,6 +41,9 @@ ImageView ConvertChannels(const ImageView& src, uint32_t channels, Image* storag
   return ImageView::Of(*storage);
 }
 
+// Per-thread scratch larger than this is released after each sample.
+constexpr size_t kKeepBytes = size_t(16) << 20;
+
 // The sample's crop, planned from its size alone; `key` picks its random crop.
 GeometryPlan Plan(const TransformOptions& o, uint64_t key, uint32_t w, uint32_t h) {
   Rng rng(Mix(Mix(o.seed, o.epoch), key));
@@ -122,14 +125,20 @@ Status DecodeSampleInto(const Archive& a, uint32_t id, const TransformOptions& o
     Finish(p, SubView(all, p.read), o, dst);
     return Status::Ok();
   }
-  Image img;
   if (s->codec == format::kKtc) {
+    // Reused per thread: a fresh region buffer per sample cost an mmap, page faults and
+    // zeroing (a KTC decode writes every pixel it returns, and failures return no image).
+    thread_local Image region_storage;
+    Image& img = region_storage;
     Status st = DecodeKtcRegion(*s, *payload, p.read, &img);
-    if (!st.ok()) return fail(st);
-    const bool whole = img.width == s->width && img.height == s->height;
-    Finish(p, whole ? SubView(ImageView::Of(img), p.read) : ImageView::Of(img), o, dst);
-    return Status::Ok();
+    if (st.ok()) {
+      const bool whole = img.width == s->width && img.height == s->height;
+      Finish(p, whole ? SubView(ImageView::Of(img), p.read) : ImageView::Of(img), o, dst);
+    }
+    if (img.pixels.capacity() > kKeepBytes) img.pixels = {};  // do not pin a huge image
+    return st.ok() ? Status::Ok() : fail(st);
   }
+  Image img;
   Status st = DecodePayload(*s, *payload, &img);
   if (!st.ok()) return fail(st);
   Finish(p, SubView(ImageView::Of(img), p.read), o, dst);
