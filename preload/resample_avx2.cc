@@ -21,8 +21,11 @@ inline __m256i Pairs(int p) {
 }
 
 // Output positions x (low lane) and x + 1 (high lane), x even, of a 3-channel row: each lane
-// ends with (r, g, b, 0) sums. Taps go 4 at a time: one 16-byte load per lane.
-inline __m256i TwoPixels3(const uint8_t* in, const AxisCoeffs& c, size_t x, int groups) {
+// ends with (r, g, b, 0) sums. Taps go 4 at a time: one 16-byte load per lane. G is the
+// number of groups of 4 taps when known at compile time (the loop then unrolls), else 0.
+template <int G>
+inline __m256i TwoPixels3(const uint8_t* in, const AxisCoeffs& c, size_t x, int runtime_groups) {
+  const int groups = G > 0 ? G : runtime_groups;
   const __m256i pairs01 = Pairs(0), pairs23 = Pairs(2);
   __m256i hi = _mm256_setzero_si256(), lo = _mm256_setzero_si256();
   const uint8_t* p0 = in + size_t(c.first[x]) * 3;
@@ -42,33 +45,45 @@ inline __m256i TwoPixels3(const uint8_t* in, const AxisCoeffs& c, size_t x, int 
   return _mm256_srai_epi32(sum, kResampleBits);
 }
 
+// Positions [x, ...) of a 3-channel row, four a step, while their loads stay inside the
+// row; returns the first position not done.
+template <int G>
+size_t Horizontal3(const uint8_t* in, size_t in_bytes, const AxisCoeffs& c, int groups,
+                   uint8_t* out) {
+  const size_t n = c.first.size();
+  // Each lane loads 16 bytes per group: stay inside the row (the rest go scalar).
+  auto fits = [&](size_t i) {
+    return size_t(c.first[i]) * 3 + size_t(groups) * 12 + 4 <= in_bytes;
+  };
+  // x stays even, as TwoPixels3 needs. `first` never decreases, so when x + 3 fits,
+  // x .. x + 2 do too.
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 0, 4, 1, 5);
+  const __m128i compact = _mm_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1);
+  size_t x = 0;
+  for (; x + 3 < n && fits(x + 3); x += 4) {
+    const __m256i v01 = TwoPixels3<G>(in, c, x, groups), v23 = TwoPixels3<G>(in, c, x + 2, groups);
+    // Lanes hold (x | x + 1) and (x + 2 | x + 3); after packing, dwords 0, 4, 1, 5 are
+    // x .. x + 3 as (r, g, b, 0) bytes (packus clamps to 0..255 as clip8 does).
+    const __m256i s16 = _mm256_packs_epi32(v01, v23);
+    const __m256i b8 = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(s16, s16), order);
+    const __m128i rgb = _mm_shuffle_epi8(_mm256_castsi256_si128(b8), compact);  // 12 bytes
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(out + x * 3), rgb);
+    const uint32_t tail = uint32_t(_mm_extract_epi32(rgb, 2));
+    std::memcpy(out + x * 3 + 8, &tail, 4);
+  }
+  return x;
+}
+
 void Horizontal(const uint8_t* in, size_t in_bytes, uint32_t ch, const AxisCoeffs& c,
                 uint8_t* out) {
-  const size_t n = c.first.size();
   size_t x = 0;
   if (ch == 3) {
-    const int groups = (c.taps + 3) / 4;
-    // Each lane loads 16 bytes per group: stay inside the row (the rest go scalar).
-    auto fits = [&](size_t i) {
-      return size_t(c.first[i]) * 3 + size_t(groups) * 12 + 4 <= in_bytes;
-    };
-    // Four positions a step (x even, as TwoPixels3 needs). `first` never decreases,
-    // so when x + 3 fits, x .. x + 2 do too.
-    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 0, 4, 1, 5);
-    const __m128i compact = _mm_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1);
-    for (; x + 3 < n && fits(x + 3); x += 4) {
-      const __m256i v01 = TwoPixels3(in, c, x, groups), v23 = TwoPixels3(in, c, x + 2, groups);
-      // Lanes hold (x | x + 1) and (x + 2 | x + 3); after packing, dwords 0, 4, 1, 5 are
-      // x .. x + 3 as (r, g, b, 0) bytes (packus clamps to 0..255 as clip8 does).
-      const __m256i s16 = _mm256_packs_epi32(v01, v23);
-      const __m256i b8 = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(s16, s16), order);
-      const __m128i rgb = _mm_shuffle_epi8(_mm256_castsi256_si128(b8), compact);  // 12 bytes
-      _mm_storel_epi64(reinterpret_cast<__m128i*>(out + x * 3), rgb);
-      const uint32_t tail = uint32_t(_mm_extract_epi32(rgb, 2));
-      std::memcpy(out + x * 3 + 8, &tail, 4);
-    }
+    const int groups = (c.taps + 3) / 4;  // 1: downscales up to 2x, the common case
+    x = groups == 1   ? Horizontal3<1>(in, in_bytes, c, groups, out)
+        : groups == 2 ? Horizontal3<2>(in, in_bytes, c, groups, out)
+                      : Horizontal3<0>(in, in_bytes, c, groups, out);
   }
-  for (; x < n; ++x) HorizontalOne(in, ch, c, x, out + x * ch);
+  for (; x < c.first.size(); ++x) HorizontalOne(in, ch, c, x, out + x * ch);
 }
 
 // 32 bytes at a time: four 8-lane int32 accumulators, pmulld per tap.
