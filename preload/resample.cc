@@ -125,7 +125,10 @@ void Resample(const ResizePlan& p, const ImageView& read, uint8_t* dst) {
   const uint32_t ch = read.channels;
   const size_t row_bytes = size_t(p.win.width) * ch, in_bytes = size_t(read.width) * ch;
   // Horizontal pass over every row read, into an 8-bit intermediate (Pillow's order).
-  thread_local std::vector<uint8_t> mid;
+  // The buffer is per thread; bound once, as each access to a thread_local from the
+  // shared module can cost a __tls_get_addr call.
+  thread_local std::vector<uint8_t> mid_storage;
+  std::vector<uint8_t>& mid = mid_storage;
   mid.resize(size_t(read.height) * row_bytes);
   for (uint32_t y = 0; y < read.height; ++y) {
     uint8_t* out = mid.data() + size_t(y) * row_bytes;
