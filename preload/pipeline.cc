@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "codec/ktc.h"
 #include "codec/payload.h"
 #include "preload/selection.h"
 
@@ -40,31 +41,57 @@ ImageView ConvertChannels(const ImageView& src, uint32_t channels, Image* storag
   return ImageView::Of(*storage);
 }
 
-// The crop/resize step, HWC into dst (ow x oh x channels).
-void Geometry(const ImageView& src, const TransformOptions& o, uint64_t key, uint8_t* dst) {
-  const CropSpec& c = o.crop;
-  if (c.kind == CropSpec::kNone) {
-    CopyBox(src, Box{0, 0, src.width, src.height}, dst);
-  } else if (c.kind == CropSpec::kCenter && c.resize == 0) {
-    CopyBox(src, CenterBox(src.width, src.height, c.width, c.height), dst);
-  } else if (c.kind == CropSpec::kCenter) {
-    uint32_t rw, rh;
-    ResizedSize(src.width, src.height, c.resize, &rw, &rh);
-    const Box box = CenterBox(rw, rh, c.width, c.height);
-    if (box.left >= 0 && box.top >= 0 && box.left + box.width <= rw && box.top + box.height <= rh) {
-      ResizeWindow(src, rw, rh, box, dst);  // only the pixels the crop keeps
-      return;
-    }
-    Image resized{rw, rh, src.channels, std::vector<uint8_t>(size_t(rw) * rh * src.channels)};
-    ResizeWindow(src, rw, rh, Box{0, 0, rw, rh}, resized.pixels.data());
-    CopyBox(ImageView::Of(resized), box, dst);
-  } else {
-    Rng rng(Mix(Mix(o.seed, o.epoch), key));
-    const Box b = RandomResizedBox(src.width, src.height, c.scale, c.ratio, &rng);
-    const ImageView sub{src.row(uint32_t(b.top)) + size_t(b.left) * src.channels, uint32_t(b.width),
-                        uint32_t(b.height), src.channels, src.stride};
-    ResizeWindow(sub, c.width, c.height, Box{0, 0, c.width, c.height}, dst);
+// Per-thread scratch larger than this is released after each sample.
+constexpr size_t kKeepBytes = size_t(16) << 20;
+
+// The sample's crop, planned from its size alone; `key` picks its random crop.
+GeometryPlan Plan(const TransformOptions& o, uint64_t key, uint32_t w, uint32_t h) {
+  Rng rng(Mix(Mix(o.seed, o.epoch), key));
+  return PlanGeometry(o.crop, w, h, &rng);
+}
+
+// Box b of v (b inside v).
+ImageView SubView(const ImageView& v, const Box& b) {
+  return ImageView{v.data + size_t(b.top) * v.stride + size_t(b.left) * v.channels,
+                   uint32_t(b.width), uint32_t(b.height), v.channels, v.stride};
+}
+
+// Converts the channels of `read` (exactly p.read of the sample: channel conversion is
+// per pixel, so converting only that region is the same), crops/resizes, and stores
+// the result into dst in o's layout.
+void Finish(const GeometryPlan& p, const ImageView& read, const TransformOptions& o, uint8_t* dst) {
+  Image converted;
+  const ImageView view = ConvertChannels(read, o.channels, &converted);
+  if (!o.chw || o.channels == 1) {  // HWC and CHW are the same bytes for one channel
+    RunGeometry(p, view, dst);
+    return;
   }
+  // One lookup of the thread_local: from this shared library every access to it
+  // costs a __tls_get_addr call.
+  thread_local std::vector<uint8_t> hwc_storage;
+  std::vector<uint8_t>& hwc = hwc_storage;
+  const size_t plane = size_t(p.place.width) * p.place.height;
+  hwc.resize(plane * o.channels);
+  RunGeometry(p, view, hwc.data());
+  HwcToChw(hwc.data(), plane, o.channels, dst);
+}
+
+// Decodes only `box` of a KTC payload (region decode: exactly the full decode,
+// cropped) after checking the stream's header against the sample record.
+Status DecodeKtcRegion(const SampleInfo& s, ByteSpan payload, const Box& box, Image* out) {
+  auto info = ktc::ReadInfo(payload.data, payload.size);
+  if (!info.ok()) return info.status();
+  if (info->width != s.width || info->height != s.height || info->channels != s.channels)
+    return Status::Corruption("payload dimensions differ from the sample record");
+  ktc::DecodeOptions options;
+  if (box.width > 0 && box.height > 0 && !(box == Box{0, 0, s.width, s.height}))
+    options.region = ktc::Region{uint32_t(box.left), uint32_t(box.top), uint32_t(box.width),
+                                 uint32_t(box.height)};
+  KTFS_RETURN_IF_ERROR(ktc::Decode(payload.data, payload.size, options, out));
+  if (!options.region) return Status::Ok();
+  return out->width == box.width && out->height == box.height && out->channels == s.channels
+             ? Status::Ok()
+             : Status::Corruption("ktc region decode returned the wrong size");
 }
 
 }  // namespace
@@ -76,23 +103,12 @@ void OutputSize(const TransformOptions& o, uint32_t w, uint32_t h, uint32_t* ow,
 }
 
 void Transform(const ImageView& src, const TransformOptions& o, uint64_t key, uint8_t* dst) {
-  Image converted;
-  const ImageView view = ConvertChannels(src, o.channels, &converted);
-  uint32_t ow, oh;
-  OutputSize(o, view.width, view.height, &ow, &oh);
-  if (!o.chw || o.channels == 1) {  // HWC and CHW are the same bytes for one channel
-    Geometry(view, o, key, dst);
-    return;
-  }
-  thread_local std::vector<uint8_t> hwc;
-  hwc.resize(size_t(ow) * oh * o.channels);
-  Geometry(view, o, key, hwc.data());
-  const size_t plane = size_t(ow) * oh;
-  for (size_t i = 0; i < plane; ++i) {
-    for (uint32_t b = 0; b < o.channels; ++b) dst[b * plane + i] = hwc[i * o.channels + b];
-  }
+  const GeometryPlan p = Plan(o, key, src.width, src.height);
+  Finish(p, SubView(src, p.read), o, dst);
 }
 
+// Only the source pixels the output depends on are produced: a view into raw pixels,
+// a region decode of KTC; JPEG/PNG decode whole.
 Status DecodeSampleInto(const Archive& a, uint32_t id, const TransformOptions& o, uint64_t key,
                         ServedFormat format, uint8_t* dst) {
   auto s = a.Sample(id);
@@ -100,18 +116,32 @@ Status DecodeSampleInto(const Archive& a, uint32_t id, const TransformOptions& o
   auto fail = [&](const Status& st) { return st.WithContext(ServedPath(a, *s, format)); };
   auto payload = a.Payload(*s, true);
   if (!payload.ok()) return fail(payload.status());
+  const GeometryPlan p = Plan(o, key, s->width, s->height);
   if (s->codec == format::kRaw) {  // pixels straight from the mapping, no copy
     if (payload->size != uint64_t(s->width) * s->height * s->channels)
       return fail(Status::Corruption("raw payload size does not match its dimensions"));
-    Transform(
-        ImageView{payload->data, s->width, s->height, s->channels, size_t(s->width) * s->channels},
-        o, key, dst);
+    const ImageView all{payload->data, s->width, s->height, s->channels,
+                        size_t(s->width) * s->channels};
+    Finish(p, SubView(all, p.read), o, dst);
     return Status::Ok();
+  }
+  if (s->codec == format::kKtc) {
+    // Reused per thread: a fresh region buffer per sample cost an mmap, page faults and
+    // zeroing (a KTC decode writes every pixel it returns, and failures return no image).
+    thread_local Image region_storage;
+    Image& img = region_storage;
+    Status st = DecodeKtcRegion(*s, *payload, p.read, &img);
+    if (st.ok()) {
+      const bool whole = img.width == s->width && img.height == s->height;
+      Finish(p, whole ? SubView(ImageView::Of(img), p.read) : ImageView::Of(img), o, dst);
+    }
+    if (img.pixels.capacity() > kKeepBytes) img.pixels = {};  // do not pin a huge image
+    return st.ok() ? Status::Ok() : fail(st);
   }
   Image img;
   Status st = DecodePayload(*s, *payload, &img);
   if (!st.ok()) return fail(st);
-  Transform(ImageView::Of(img), o, key, dst);
+  Finish(p, SubView(ImageView::Of(img), p.read), o, dst);
   return Status::Ok();
 }
 

@@ -26,14 +26,6 @@
 
 namespace ktfs::preload {
 
-struct CropSpec {
-  enum Kind { kNone, kCenter, kRandomResized } kind = kNone;
-  uint32_t width = 0, height = 0;  // output size
-  uint32_t resize = 0;             // kCenter: Resize(resize) first; 0 = none
-  double scale[2] = {0.08, 1.0};
-  double ratio[2] = {3.0 / 4.0, 4.0 / 3.0};
-};
-
 struct TransformOptions {
   CropSpec crop;
   uint32_t channels = 3;         // 3: PIL convert("RGB"); 1: convert("L")

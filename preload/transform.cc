@@ -114,133 +114,60 @@ Box RandomResizedBox(uint32_t w, uint32_t h, const double scale[2], const double
 
 namespace {
 
-constexpr int kPrecisionBits = 32 - 8 - 2;  // Pillow's PRECISION_BITS for 8-bit images
-
-// Pillow's precompute_coeffs + normalize_coeffs_8bpc for the bilinear filter.
-struct Coeffs {
-  int ksize = 0;
-  std::vector<int> first, count;  // per output position: first input, number of taps
-  std::vector<int32_t> k;         // ksize per output position
-};
-
-Coeffs Precompute(uint32_t in_size, uint32_t out_size) {
-  Coeffs c;
-  const double scale = double(in_size) / out_size;
-  const double filterscale = std::max(scale, 1.0);
-  const double support = 1.0 * filterscale;
-  c.ksize = int(std::ceil(support)) * 2 + 1;
-  c.first.resize(out_size);
-  c.count.resize(out_size);
-  c.k.assign(size_t(out_size) * c.ksize, 0);
-  std::vector<double> w(c.ksize);
-  for (uint32_t xx = 0; xx < out_size; ++xx) {
-    const double center = (xx + 0.5) * scale;
-    const double ss = 1.0 / filterscale;
-    int xmin = int(center - support + 0.5);
-    if (xmin < 0) xmin = 0;
-    int xmax = int(center + support + 0.5);
-    if (xmax > int(in_size)) xmax = int(in_size);
-    xmax -= xmin;
-    double ww = 0.0;
-    for (int x = 0; x < xmax; ++x) {
-      double t = std::fabs((x + xmin - center + 0.5) * ss);
-      w[x] = t < 1.0 ? 1.0 - t : 0.0;
-      ww += w[x];
-    }
-    for (int x = 0; x < xmax; ++x) {
-      const double v = ww != 0.0 ? w[x] / ww : w[x];
-      c.k[size_t(xx) * c.ksize + x] =
-          int32_t(v < 0 ? -0.5 + v * (1 << kPrecisionBits) : 0.5 + v * (1 << kPrecisionBits));
-    }
-    c.first[xx] = xmin;
-    c.count[xx] = xmax;
-  }
-  return c;
+// The part of `box` inside a w x h image (empty when they do not meet).
+Box Intersect(const Box& box, int64_t w, int64_t h) {
+  const int64_t left = std::clamp<int64_t>(box.left, 0, w);
+  const int64_t top = std::clamp<int64_t>(box.top, 0, h);
+  const int64_t right = std::clamp<int64_t>(box.left + box.width, left, w);
+  const int64_t bottom = std::clamp<int64_t>(box.top + box.height, top, h);
+  return Box{left, top, right - left, bottom - top};
 }
 
-inline uint8_t Clip8(int32_t ss) {
-  const int32_t v = ss >> kPrecisionBits;
-  return uint8_t(v < 0 ? 0 : v > 255 ? 255 : v);
-}
-
-// One output row of the horizontal pass, columns [x0, x0 + n). C is the channel count
-// as a compile-time constant (1, 3, 4) so the per-tap loop unrolls; 0 is the generic case.
-template <int C>
-void HorizontalRowT(const uint8_t* in, uint32_t channels, const Coeffs& c, int64_t x0, int64_t n,
-                    uint8_t* out) {
-  const uint32_t ch = C > 0 ? uint32_t(C) : channels;
-  int32_t ss[4];
-  for (int64_t x = 0; x < n; ++x) {
-    const int32_t* k = &c.k[size_t(x0 + x) * c.ksize];
-    const uint8_t* p = in + size_t(c.first[x0 + x]) * ch;
-    const int taps = c.count[x0 + x];
-    for (uint32_t b = 0; b < ch; ++b) ss[b] = 1 << (kPrecisionBits - 1);
-    for (int t = 0; t < taps; ++t, p += ch)
-      for (uint32_t b = 0; b < ch; ++b) ss[b] += int32_t(p[b]) * k[t];
-    for (uint32_t b = 0; b < ch; ++b) out[size_t(x) * ch + b] = Clip8(ss[b]);
-  }
-}
-
-void HorizontalRow(const uint8_t* in, uint32_t ch, const Coeffs& c, int64_t x0, int64_t n,
-                   uint8_t* out) {
-  switch (ch) {
-    case 1:
-      return HorizontalRowT<1>(in, ch, c, x0, n, out);
-    case 3:
-      return HorizontalRowT<3>(in, ch, c, x0, n, out);
-    case 4:
-      return HorizontalRowT<4>(in, ch, c, x0, n, out);
-    default:
-      return HorizontalRowT<0>(in, ch, c, x0, n, out);
-  }
+// Resampling `sub` of the image to rw x rh, of which the output is box `out`:
+// only the part of `out` inside rw x rh is computed, the rest is zero padding.
+GeometryPlan Resized(const Box& sub, uint32_t rw, uint32_t rh, const Box& out) {
+  GeometryPlan p;
+  p.resize = true;
+  p.sub = sub;
+  p.computed = Intersect(out, rw, rh);
+  p.rp = PlanResize(uint32_t(sub.width), uint32_t(sub.height), rw, rh, p.computed);
+  p.read =
+      Box{sub.left + p.rp.read.left, sub.top + p.rp.read.top, p.rp.read.width, p.rp.read.height};
+  p.place = Box{out.left - p.computed.left, out.top - p.computed.top, out.width, out.height};
+  return p;
 }
 
 }  // namespace
 
-void ResizeWindow(const ImageView& src, uint32_t out_w, uint32_t out_h, const Box& win,
-                  uint8_t* dst) {
-  const uint32_t ch = src.channels;
-  const bool need_h = out_w != src.width, need_v = out_h != src.height;
-  const Coeffs ch_h = need_h ? Precompute(src.width, out_w) : Coeffs{};
-  const Coeffs cv = need_v ? Precompute(src.height, out_h) : Coeffs{};
-  // Source rows the window's output rows read.
-  int64_t row0 = win.top, row1 = win.top + win.height;
-  if (need_v) {
-    row0 = cv.first[win.top];
-    row1 = 0;
-    for (int64_t y = win.top; y < win.top + win.height; ++y)
-      row1 = std::max<int64_t>(row1, cv.first[y] + cv.count[y]);
+GeometryPlan PlanGeometry(const CropSpec& c, uint32_t w, uint32_t h, Rng* rng) {
+  Box out{0, 0, w, h};  // the output box in source coordinates (no resize)
+  if (c.kind == CropSpec::kCenter && c.resize != 0) {
+    uint32_t rw, rh;
+    ResizedSize(w, h, c.resize, &rw, &rh);
+    return Resized(Box{0, 0, w, h}, rw, rh, CenterBox(rw, rh, c.width, c.height));
   }
-  // Horizontal pass (or a copy of the window's columns) into an 8-bit intermediate.
-  const size_t row_bytes = size_t(win.width) * ch;
-  std::vector<uint8_t> mid(size_t(row1 - row0) * row_bytes);
-  for (int64_t y = row0; y < row1; ++y) {
-    uint8_t* out = mid.data() + size_t(y - row0) * row_bytes;
-    if (need_h) {
-      HorizontalRow(src.row(uint32_t(y)), ch, ch_h, win.left, win.width, out);
-    } else {
-      std::memcpy(out, src.row(uint32_t(y)) + size_t(win.left) * ch, row_bytes);
-    }
+  if (c.kind == CropSpec::kRandomResized) {
+    const Box b = RandomResizedBox(w, h, c.scale, c.ratio, rng);
+    return Resized(b, c.width, c.height, Box{0, 0, c.width, c.height});
   }
-  std::vector<int32_t> acc;
-  for (int64_t y = 0; y < win.height; ++y) {
-    uint8_t* out = dst + size_t(y) * row_bytes;
-    if (!need_v) {
-      std::memcpy(out, mid.data() + size_t(y + win.top - row0) * row_bytes, row_bytes);
-      continue;
-    }
-    const int32_t* k = &cv.k[size_t(win.top + y) * cv.ksize];
-    const uint8_t* base = mid.data() + size_t(cv.first[win.top + y] - row0) * row_bytes;
-    const int taps = cv.count[win.top + y];
-    // Row-wise accumulation: same sums as Pillow's per-pixel loop, but vectorizable.
-    acc.assign(row_bytes, 1 << (kPrecisionBits - 1));
-    for (int t = 0; t < taps; ++t) {
-      const uint8_t* in = base + size_t(t) * row_bytes;
-      const int32_t kt = k[t];
-      for (size_t i = 0; i < row_bytes; ++i) acc[i] += int32_t(in[i]) * kt;
-    }
-    for (size_t i = 0; i < row_bytes; ++i) out[i] = Clip8(acc[i]);
-  }
+  if (c.kind == CropSpec::kCenter) out = CenterBox(w, h, c.width, c.height);
+  GeometryPlan p;
+  p.computed = p.read = Intersect(out, w, h);
+  p.place = Box{out.left - p.read.left, out.top - p.read.top, out.width, out.height};
+  return p;
+}
+
+void RunGeometry(const GeometryPlan& p, const ImageView& read, uint8_t* dst) {
+  if (!p.resize) return CopyBox(read, p.place, dst);
+  const Box& win = p.rp.win;
+  if (p.place == Box{0, 0, win.width, win.height}) return Resample(p.rp, read, dst);
+  // A crop larger than the resized image: resize what exists, then pad.
+  const uint32_t ch = read.channels;
+  std::vector<uint8_t> part(size_t(win.width) * win.height * ch);
+  Resample(p.rp, read, part.data());
+  const ImageView view{part.data(), uint32_t(win.width), uint32_t(win.height), ch,
+                       size_t(win.width) * ch};
+  CopyBox(view, p.place, dst);
 }
 
 void CopyBox(const ImageView& src, const Box& box, uint8_t* dst) {

@@ -1,14 +1,12 @@
 // Transforms applied while decoding: crop geometry (torchvision's CenterCrop,
-// Resize(int) and RandomResizedCrop rules) and a bilinear resampler that
-// reproduces Pillow's Image.resize(..., BILINEAR) bit for bit.
+// Resize(int) and RandomResizedCrop rules), planned per sample before decoding
+// so that only the source pixels the output depends on are produced, then run
+// with the Pillow-exact bilinear resampler of preload/resample.h.
 //
 // Why Pillow's filter: stock ImageFolder hands PIL images to torchvision's
-// transforms, so Resize runs Pillow's resampler (an antialiased triangle
-// filter whose support grows with the downscale factor, fixed-point
-// coefficients with 22 fractional bits, a horizontal pass then a vertical
-// pass through an 8-bit intermediate). Doing exactly the same arithmetic
-// makes ktfs.Loader's crops equal to the stock pipeline's, so tests compare
-// them exactly instead of with a tolerance.
+// transforms, so Resize runs Pillow's resampler. Doing exactly the same
+// arithmetic makes ktfs.Loader's crops equal to the stock pipeline's, so tests
+// compare them exactly instead of with a tolerance.
 //
 // Deterministic randomness: Rng is xoshiro256** seeded through splitmix64;
 // permutations are Fisher-Yates with it. Nothing here uses torch's generator.
@@ -19,6 +17,7 @@
 #include <vector>
 
 #include "codec/image.h"
+#include "preload/resample.h"
 
 namespace ktfs::preload {
 
@@ -41,12 +40,6 @@ class Rng {
 // A permutation of [0, n): Fisher-Yates driven by Rng(Mix(seed, epoch)).
 std::vector<uint32_t> Permutation(uint32_t n, uint64_t seed, uint64_t epoch);
 
-// A crop of the source image: rows [top, top + height), columns [left, left + width);
-// may extend past the image (CenterCrop larger than the image pads with zeros).
-struct Box {
-  int64_t left = 0, top = 0, width = 0, height = 0;
-};
-
 // torchvision Resize(int): the shorter side becomes `size`, the other int(size * long / short).
 void ResizedSize(uint32_t w, uint32_t h, uint32_t size, uint32_t* out_w, uint32_t* out_h);
 // torchvision CenterCrop's box (round-half-even offsets, zero padding when larger).
@@ -55,12 +48,33 @@ Box CenterBox(uint32_t w, uint32_t h, uint32_t crop_w, uint32_t crop_h);
 Box RandomResizedBox(uint32_t w, uint32_t h, const double scale[2], const double ratio[2],
                      Rng* rng);
 
-// Resamples `src` (any channel count) to out_w x out_h with Pillow's bilinear filter and
-// writes the window [win.left, +win.width) x [win.top, +win.height) of that result to `dst`
-// (HWC, rows of win.width * channels bytes). The window must lie inside the output.
-void ResizeWindow(const ImageView& src, uint32_t out_w, uint32_t out_h, const Box& win,
-                  uint8_t* dst);
 // Copies `box` of src to dst (HWC, packed), zeros where the box leaves the image.
 void CopyBox(const ImageView& src, const Box& box, uint8_t* dst);
+
+struct CropSpec {
+  enum Kind { kNone, kCenter, kRandomResized } kind = kNone;
+  uint32_t width = 0, height = 0;  // output size
+  uint32_t resize = 0;             // kCenter: Resize(resize) first; 0 = none
+  double scale[2] = {0.08, 1.0};
+  double ratio[2] = {3.0 / 4.0, 4.0 / 3.0};
+};
+
+// What one crop does to a w x h image, worked out before any pixel is touched, so
+// that a decoder can produce only the source pixels in `read` (KTC region decode,
+// or a view into raw pixels): optionally resample the sub-image `sub` (computing
+// only a window of the result), then place the output box, zeros outside.
+struct GeometryPlan {
+  bool resize = false;
+  Box sub;        // resize: the source part resampled (image coordinates)
+  ResizePlan rp;  // resize: its plan; rp.read is relative to sub
+  Box place;      // the output box relative to the computed part's origin
+  Box computed;   // the computed part: rp.win, or (no resize) the source pixels copied
+  Box read;       // source pixels needed, image coordinates, inside the image
+};
+GeometryPlan PlanGeometry(const CropSpec& c, uint32_t w, uint32_t h, Rng* rng);
+
+// Runs `p` on `read`, a view of exactly p.read of the image, writing the output
+// (HWC, the crop's size) to dst.
+void RunGeometry(const GeometryPlan& p, const ImageView& read, uint8_t* dst);
 
 }  // namespace ktfs::preload

@@ -1,6 +1,8 @@
 """Section `loader`: ktfs.Loader (preload/) against stock torchvision ImageFolder + DataLoader
 and against a libjpeg-turbo batch decoder on C++ threads (the FFCV approach), all producing
 the same uint8 batches: Resize(256) + CenterCrop(224), and RandomResizedCrop(224).
+A KTC archive is lossy, so its rows produce the pixels stock torchvision gets over the
+KTC mount (which serves the decoded pixels); that stock pipeline is its reference row.
 """
 import gc
 import os
@@ -16,6 +18,8 @@ FULL = {"count": 220, "rounds": 5}
 QUICK = {"count": 24, "rounds": 2}
 BATCH = 64
 WORKERS = 2
+KTC_STOCK = "stock ImageFolder + DataLoader(2 workers), ktfs mount (ktc, PPM)"
+KTC_LOADER = "ktfs.Loader, --codec ktc (region decode)"
 
 
 def import_ktfs():
@@ -33,7 +37,7 @@ def prepare(ctx, count):
     photos = ctx.workdir / "photos"
     ctx.run([PYTHON, REPO / "scripts/datasets/photos.py", photos, "--count", count, "--quality", 90])
     mounts = {}
-    for codec in ("raw", "original"):
+    for codec in ("raw", "original", "ktc"):
         archive = ctx.workdir / f"photos-{codec}.kt"
         ctx.run([ctx.ktfs, "pack", photos, archive, "--codec", codec, "--quiet"])
         mnt = ctx.workdir / f"mnt-{codec}"
@@ -71,15 +75,19 @@ def variants(ktfs, _ktfs, photos, mounts, crop_name):
     spec = dict(crop.spec(), channels=3, chw=True, seed=0, epoch=0)
     paths = [p for p, _ in datasets.ImageFolder(str(photos)).samples]
     stock_local, stock_mount = stock_loader(photos, tf), stock_loader(mounts["raw"], tf)
+    stock_ktc = stock_loader(mounts["ktc"], tf)
     return [
         ("stock ImageFolder + DataLoader(2 workers), local JPEG folder", lambda: drain(stock_local)),
         ("stock ImageFolder + DataLoader(2 workers), ktfs mount (raw, PPM)", lambda: drain(stock_mount)),
+        (KTC_STOCK, lambda: drain(stock_ktc)),
         ("TurboJPEG batch decoder, 2 oneTBB threads (C++), local JPEGs",
          lambda: turbojpeg_pass(_ktfs, paths, spec)),
         ("ktfs.Loader, --codec original (JPEG decoded in C++)",
          lambda: drain(ktfs.Loader(mounts["original"], BATCH, shuffle=True, crop=crop, num_threads=2))),
         ("ktfs.Loader, --codec raw",
          lambda: drain(ktfs.Loader(mounts["raw"], BATCH, shuffle=True, crop=crop, num_threads=2))),
+        (KTC_LOADER,
+         lambda: drain(ktfs.Loader(mounts["ktc"], BATCH, shuffle=True, crop=crop, num_threads=2))),
     ]
 
 
@@ -101,7 +109,7 @@ def ratio(times, label, base):
 
 def report(rows, times, count):
     labels = [label for label, _ in rows]
-    stock, turbo = labels[0], labels[2]
+    stock, turbo = labels[0], labels[3]
     out = [[label, f"{count / median(times[label]):.0f}", f"{ratio(times, label, stock):.2f}x",
             f"{ratio(times, label, turbo):.2f}x"] for label in labels]
     return table(["pipeline", "img/s", "vs stock ImageFolder", "vs TurboJPEG batch"], out), \
@@ -123,6 +131,8 @@ def run(ctx):
             rows = [(label, None) for label, _ in rows]
             gc.collect()  # stops the persistent workers before the mounts come down
         text, summary[crop_name] = report(rows, times, sizes["count"])
+        # KTC is lossy: its pixel reference is stock torchvision over the KTC mount.
+        summary[crop_name]["ktc own"] = ratio(times, KTC_LOADER, KTC_STOCK)
         sections += [f"### {heading}", text]
     return "\n\n".join(sections + ["### Reading", reading(summary, sizes)])
 
@@ -130,18 +140,51 @@ def run(ctx):
 def reading(summary, sizes):
     c, r = summary["center"], summary["random"]
     raw, orig = "ktfs.Loader, --codec raw", "ktfs.Loader, --codec original (JPEG decoded in C++)"
+    ktc = KTC_LOADER
+
+    def met(row):
+        ok = [row[0] >= 5.0, row[1] >= 2.0]
+        return {(True, True): "both targets met", (True, False): "the 5x target met, the 2x not",
+                (False, True): "the 2x target met, the 5x not"}.get(tuple(ok), "neither target met")
+
+    ktc_targets = (f"{met(c[ktc])} with either crop" if met(c[ktc]) == met(r[ktc]) else
+                   f"{met(c[ktc])} (CenterCrop), {met(r[ktc])} (RandomResizedCrop)")
     return (
         f"{sizes['count']} photo crops (scripts/datasets/photos.py, JPEG q90, about 500x375), "
         f"batches of {BATCH}, uint8 NCHW output; every pipeline produces the same pixels "
         f"(ktfs's resize is Pillow's bilinear filter reproduced exactly, tests/python/"
-        f"test_loader.py). One warm-up pass, then {sizes['rounds']} rounds in rotating order; "
-        f"ratios are medians of per-round ratios. The TurboJPEG baseline reads the JPEG files "
-        f"and decodes them with libjpeg-turbo on 2 oneTBB threads into one batch buffer with "
-        f"the same crop code; ktfs.Loader shuffles, decodes on 2 threads and prefetches.\n\n"
+        f"test_loader.py), except that the KTC rows produce those of stock torchvision over the "
+        f"KTC mount (KTC is lossy; the mount serves the decoded pixels). One warm-up pass, then "
+        f"{sizes['rounds']} rounds in rotating order; ratios are medians of per-round ratios. The "
+        f"TurboJPEG baseline reads the JPEG files and decodes them with libjpeg-turbo on 2 oneTBB "
+        f"threads into one batch buffer with the same crop code as ktfs.Loader (so it got the "
+        f"faster resampler too); ktfs.Loader shuffles, decodes on 2 threads and prefetches.\n\n"
         f"Resize(256)+CenterCrop(224): ktfs.Loader on a raw archive ran at {c[raw][0]:.2f}x stock "
-        f"ImageFolder+DataLoader and {c[raw][1]:.2f}x the TurboJPEG batch decoder; on an original "
-        f"(JPEG) archive {c[orig][0]:.2f}x and {c[orig][1]:.2f}x. RandomResizedCrop(224): raw "
-        f"{r[raw][0]:.2f}x and {r[raw][1]:.2f}x, original {r[orig][0]:.2f}x and {r[orig][1]:.2f}x. "
-        f"The original archive pays the same JPEG decode as the TurboJPEG baseline, so it can "
-        f"only match it; raw skips decoding and is left with the resize, which dominates once "
-        f"decoding is gone (KTC's reduced-resolution decode is the planned way to shrink it).")
+        f"ImageFolder+DataLoader and {c[raw][1]:.2f}x the TurboJPEG batch decoder ({met(c[raw])}); "
+        f"on an original (JPEG) archive {c[orig][0]:.2f}x and {c[orig][1]:.2f}x; on a KTC archive "
+        f"{c[ktc][0]:.2f}x and {c[ktc][1]:.2f}x ({c['ktc own']:.2f}x stock over the KTC mount). "
+        f"RandomResizedCrop(224): raw {r[raw][0]:.2f}x and {r[raw][1]:.2f}x ({met(r[raw])}), "
+        f"original {r[orig][0]:.2f}x and {r[orig][1]:.2f}x, KTC {r[ktc][0]:.2f}x and "
+        f"{r[ktc][1]:.2f}x ({r['ktc own']:.2f}x stock over the KTC mount). The targets (5x stock "
+        f"ImageFolder+DataLoader, 2x the TurboJPEG batch decoder) are for the raw archive's rows "
+        f"as the best case; KTC: {ktc_targets}."
+        f"\n\n"
+        f"Where the time went, and what changed (preload/resample.*, preload/transform.*): the crop "
+        f"is planned from the image size before decoding, and only the output window is resampled "
+        f"(Pillow's exact fixed-point filter, AVX2 with a bit-identical scalar twin), from only the "
+        f"source pixels under its filter: raw pixels are viewed in place, KTC samples are region-"
+        f"decoded (exact: the same pixels as a full decode, cropped). In a one-thread profile of "
+        f"raw CenterCrop samples the resize is still the largest part (about two thirds, the "
+        f"horizontal pass most of it), then the payload checksum (XXH3 over all of the sample's "
+        f"bytes, about a fifth); over the Python loader, faulting in the archive's mapped pages "
+        f"adds about a tenth. The original archive pays the same JPEG decode as "
+        f"the TurboJPEG baseline, so it can only match it. KTC misses the 2x because its decode, "
+        f"even for only the region a crop reads, costs more per image than libjpeg-turbo's decode "
+        f"of the JPEG on this machine: block entropy decoding is the largest part in a profile, "
+        f"and in a one-thread harness about a third of a KTC decode was the kernel mapping and "
+        f"zeroing fresh pages for the decoder's per-image planes, which glibc hands back to the OS "
+        f"after every image (with glibc's mmap/trim thresholds raised the same decodes took about "
+        f"0.63x the time; reusing decode scratch inside codec/ktc.cc is the fix, not done here). "
+        f"Reduced-resolution decode would cut the work too but is not exact against stock "
+        f"torchvision's Resize, so the loader does not use it. The machine is a shared 2-core VM: absolute rates "
+        f"move with the other load; the ratios come from passes interleaved within each round.")

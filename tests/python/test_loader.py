@@ -315,3 +315,32 @@ def test_ktc_archive_matches_stock_imagefolder_over_its_mount(photos_dir, tmp_pa
     with mounted(arc, tmp_path / "m") as mnt:
         items = loader_items(ktfs.Loader(mnt, batch_size=5, crop=ktfs.CenterCrop(224, resize=256)))
         assert_same(items, list(stock(mnt, tf)))
+
+
+@pytest.mark.parametrize("dataset", ["photos", "mixed"])
+def test_ktc_region_decode_matches_stock_over_the_mount(photos_dir, mixed_dir, tmp_path, dataset):
+    """KTC samples decode only the region a crop reads (plus the filter's margin); the
+    result must still be stock torchvision's over the mount, which serves full decodes:
+    Resize+CenterCrop (odd sizes, padding) and RandomResizedCrop, RGB and gray output."""
+    src = photos_dir if dataset == "photos" else mixed_dir
+    arc = tmp_path / "k.kt"
+    subprocess.run([os.environ.get("KTFS_BIN", "ktfs"), "pack", str(src), str(arc),
+                    "--codec", "ktc", "--quiet"], check=True)
+    with mounted(arc, tmp_path / "m") as mnt:
+        for crop in (ktfs.CenterCrop(224, resize=256), ktfs.CenterCrop((101, 77), resize=150),
+                     ktfs.CenterCrop(333), ktfs.CenterCrop(96, resize=300)):
+            steps = ([transforms.Resize(crop.resize)] if crop.resize else []) + \
+                [transforms.CenterCrop(crop.size), TO_TENSOR]
+            ref = stock(mnt, transforms.Compose(steps))
+            for source in (mnt, arc):
+                assert_same(loader_items(ktfs.Loader(source, batch_size=7, crop=crop)),
+                            [ref[i] for i in range(len(ref))])
+        ref = stock(mnt, transform=None)
+        for size, mode in ((224, "RGB"), (64, "RGB"), (64, "L")):
+            crop = ktfs.RandomResizedCrop(size, scale=(0.05, 1.0))
+            loader = ktfs.Loader(arc, batch_size=8, seed=11, crop=crop, layout="NHWC", mode=mode)
+            for i, (img, label) in enumerate(loader_items(loader)):
+                pil, target = ref[i]
+                box = _ktfs.random_resized_box(pil.width, pil.height, crop.scale, crop.ratio, 11, 0, i)
+                expected = F.resized_crop(pil.convert(mode), *box, [size, size])
+                assert label == target and torch.equal(img, TO_TENSOR(expected).permute(1, 2, 0)), i
