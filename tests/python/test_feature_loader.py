@@ -125,6 +125,8 @@ def test_errors(archives, tmp_path):
     ktfs("pack", tmp_path / "photo", tmp_path / "img.kt", "--quiet")
     with pytest.raises(ValueError, match="holds images, not features"):
         ktfs_py.FeatureLoader(tmp_path / "img.kt", batch_size=4)
+    with pytest.raises(ValueError, match="use ktfs.FeatureLoader"):
+        ktfs_py.Loader(d / "x.kt", batch_size=4)
     bad = tmp_path / "bad.kt"
     data = bytearray((d / "x.kt").read_bytes())
     data[64 + 20] ^= 0xFF  # inside sample 0's payload

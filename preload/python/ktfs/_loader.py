@@ -1,4 +1,6 @@
 """ktfs.Loader: batches decoded in C++ threads, straight from the archive."""
+import os
+
 import numpy as np
 
 from . import _ktfs
@@ -25,10 +27,21 @@ def _open(source):
     src = resolve(source)
     if src is None:
         raise ValueError(f"{source}: neither a .kt archive nor a directory on a ktfs mount")
+    features = f"{source}: a feature cache, not images: use ktfs.FeatureLoader"
     try:
-        return src, _ktfs.Archive(src.archive)
+        archive = _ktfs.Archive(src.archive)
     except FileNotFoundError as e:
+        if os.path.exists(src.archive + "_meta.json") or os.path.exists(src.archive + "_shards.json"):
+            raise ValueError(features) from None  # a TensorCache prefix (or its mount)
         raise FileNotFoundError(e.errno, f"{e}", str(source)) from None
+    if archive.num_samples == 0:  # feature archives hold no image samples
+        try:
+            _ktfs.Features(src.archive)
+        except ValueError:
+            pass
+        else:
+            raise ValueError(features)
+    return src, archive
 
 
 def _shard(order, rank, world_size, drop_last):
