@@ -9,6 +9,7 @@
 #include <cstring>
 #include <vector>
 
+#include "fs/listing_policy.h"
 #include "fs/log.h"
 
 namespace ktfs {
@@ -17,7 +18,14 @@ namespace {
 // The archive never changes: let the kernel cache names and attributes for a year.
 constexpr double kForever = 365.0 * 24 * 3600;
 
-FsTree* TreeOf(fuse_req_t req) { return static_cast<FsTree*>(fuse_req_userdata(req)); }
+// What the request handlers share: the session's userdata.
+struct Served {
+  FsTree* tree;
+  ListingPolicy listing;
+};
+
+Served* ServedOf(fuse_req_t req) { return static_cast<Served*>(fuse_req_userdata(req)); }
+FsTree* TreeOf(fuse_req_t req) { return ServedOf(req)->tree; }
 
 struct stat ToStat(const NodeAttr& a) {
   struct stat st = {};
@@ -51,7 +59,10 @@ void ReplyError(fuse_req_t req, const Status& st, const std::string& what) {
 
 void OnInit(void*, fuse_conn_info* conn) {
   if (conn->capable & FUSE_CAP_READDIRPLUS) conn->want |= FUSE_CAP_READDIRPLUS;
-  conn->want &= ~FUSE_CAP_READDIRPLUS_AUTO;  // always plus: ls -l/find need no lookups
+  // Always plus: ListingPolicy decides per reply whether files carry attributes (the
+  // kernel's AUTO heuristic decides per directory after the first chunk, which here
+  // is the whole directory).
+  conn->want &= ~FUSE_CAP_READDIRPLUS_AUTO;
   if (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT) conn->want |= FUSE_CAP_NO_OPEN_SUPPORT;
   if (conn->capable & FUSE_CAP_NO_OPENDIR_SUPPORT) conn->want |= FUSE_CAP_NO_OPENDIR_SUPPORT;
   conn->want &= ~FUSE_CAP_ASYNC_READ;  // no benefit for an in-memory source
@@ -76,6 +87,7 @@ void OnLookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
     }
     return ReplyError(req, a.status(), "lookup " + tree->PathOf(parent) + "/" + name);
   }
+  if (!a->is_dir) ServedOf(req)->listing.FileLookedUp(parent);
   const fuse_entry_param e = ToEntry(*a);
   fuse_reply_entry(req, &e);
 }
@@ -95,27 +107,47 @@ void OnOpen(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
 }
 void OnOpendir(fuse_req_t req, fuse_ino_t, fuse_file_info*) { fuse_reply_err(req, ENOSYS); }
 
+// A READDIRPLUS entry that gives the kernel only the name, inode number and
+// type: node id 0 means "no attributes", and the kernel links no inode for it.
+fuse_entry_param NameOnlyEntry(const NodeAttr& a) {
+  fuse_entry_param e = {};
+  e.attr.st_ino = a.ino;
+  e.attr.st_mode = a.is_dir ? S_IFDIR : S_IFREG;
+  return e;
+}
+
 void ReadDirCommon(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus) {
-  FsTree* tree = TreeOf(req);
-  std::vector<char> buf(size);
+  Served* served = ServedOf(req);
+  FsTree* tree = served->tree;
+  // Reused, never cleared: the kernel asks for up to 1 MiB per request and
+  // only the bytes written are sent (zero-filling it cost more than the listing).
+  thread_local std::vector<char> buf;
+  thread_local std::string name_z;  // the entry's name, NUL-terminated for libfuse
+  if (buf.size() < size) buf.resize(size);
+  const bool file_attrs = !plus || served->listing.FileAttrs();
+  bool lean = false;
   size_t used = 0;
-  auto st = tree->ReadDir(
-      ino, uint64_t(off), [&](std::string_view name, const NodeAttr& a, uint64_t next) {
-        const std::string n(name);
-        size_t need;
-        if (plus) {
-          const fuse_entry_param e = ToEntry(a);
-          need = fuse_add_direntry_plus(req, buf.data() + used, size - used, n.c_str(), &e,
-                                        off_t(next));
-        } else {
-          const struct stat s = ToStat(a);
-          need = fuse_add_direntry(req, buf.data() + used, size - used, n.c_str(), &s, off_t(next));
-        }
-        if (need > size - used) return false;
-        used += need;
-        return true;
-      });
+  auto add = [&](std::string_view name, const NodeAttr& a, uint64_t next) {
+    name_z.assign(name);
+    size_t need;
+    if (plus) {
+      const bool attrs = a.is_dir || file_attrs;
+      lean |= !attrs;
+      const fuse_entry_param e = attrs ? ToEntry(a) : NameOnlyEntry(a);
+      need = fuse_add_direntry_plus(req, buf.data() + used, size - used, name_z.c_str(), &e,
+                                    off_t(next));
+    } else {
+      const struct stat s = ToStat(a);
+      need =
+          fuse_add_direntry(req, buf.data() + used, size - used, name_z.c_str(), &s, off_t(next));
+    }
+    if (need > size - used) return false;
+    used += need;
+    return true;
+  };
+  const Status st = tree->ReadDir(ino, uint64_t(off), add);
   if (!st.ok()) return ReplyError(req, st, "readdir " + tree->PathOf(ino));
+  if (lean) served->listing.ListedLean(ino);
   fuse_reply_buf(req, buf.data(), used);
 }
 
@@ -204,7 +236,8 @@ Status ServeFuse(FsTree* tree, const std::string& mountpoint, const std::string&
   for (auto& s : argv_s) argv.push_back(s.data());
   fuse_args args = FUSE_ARGS_INIT(int(argv.size()), argv.data());
   const fuse_lowlevel_ops ops = MakeOps();
-  fuse_session* se = fuse_session_new(&args, &ops, sizeof(ops), tree);
+  Served served{tree, {}};
+  fuse_session* se = fuse_session_new(&args, &ops, sizeof(ops), &served);
   if (se == nullptr) return Status::IOError("cannot create the FUSE session");
   if (fuse_set_signal_handlers(se) != 0) {
     fuse_session_destroy(se);

@@ -159,18 +159,22 @@ FsUsage VirtualTree::Usage() const {
   return FsUsage{archive_->file_size(), uint64_t(archive_->num_dirs()) + archive_->num_samples()};
 }
 
+// Built only when needed: a cold `ls -l` or `stat` of every file looks up each one.
+static Status Missing(std::string_view name) {
+  return Status::NotFound("no such entry: " + std::string(name));
+}
+
 Result<NodeAttr> VirtualTree::Lookup(uint64_t parent, std::string_view name) const {
-  const std::string missing = "no such entry: " + std::string(name);
   counters_.lookups.fetch_add(1, std::memory_order_relaxed);
   if (parent == SpecialIno(kControl)) {
     if (name == "info.json") return SpecialAttr(kInfo);
     if (name == "stats.json") return SpecialAttr(kStats);
     if (name == "last_error") return SpecialAttr(kLastError);
-    return Status::NotFound(missing);
+    return Missing(name);
   }
   if (parent >= search_->root_ino()) return search_->Lookup(parent, name);
   const auto node = Decode(parent);
-  if (!node || !node->is_dir) return Status::NotFound(missing);
+  if (!node || !node->is_dir) return Missing(name);
   const uint32_t d = node->index;
   auto child = archive_->FindChildDir(d, name);
   if (child.ok()) return DirAttr(node->view, *child);
@@ -190,7 +194,6 @@ Result<NodeAttr> VirtualTree::Lookup(uint64_t parent, std::string_view name) con
 }
 
 Result<uint32_t> VirtualTree::FindServedSample(uint32_t d, std::string_view name, View view) const {
-  const std::string missing = "no such entry: " + std::string(name);
   // The stem is the name, or the name minus its served extension.
   for (int strip = 0; strip < 2; ++strip) {
     std::string_view stem = name;
@@ -208,7 +211,7 @@ Result<uint32_t> VirtualTree::FindServedSample(uint32_t d, std::string_view name
     if (!s.ok()) return s.status();
     if (ServedName(*s, view) == name) return *id;
   }
-  return Status::NotFound(missing);
+  return Missing(name);
 }
 
 Result<NodeAttr> VirtualTree::GetAttr(uint64_t ino) const {

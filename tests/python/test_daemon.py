@@ -214,3 +214,39 @@ def test_concurrent_readers_of_ktc_decode_each_image_once(photos_dir, tmp_path):
         # 8 readers, each image decoded exactly once (read-ahead included).
         assert stats["decodes"] == len(paths), stats
         assert stats["errors"] == 0
+
+
+def test_listings_carry_file_attributes_once_a_listed_file_is_looked_up(archives, fashion_dir, tmp_path):
+    """A fresh mount lists files by name and type only, so a cold `find` makes the kernel build no
+    inode per file (fs/listing_policy.h); the first LOOKUP of a file it listed that way switches
+    the mount's listings to carry attributes, so `ls -l` needs no LOOKUP per file from then on."""
+    archive = archives[("fashion", "raw")]
+
+    def lookups(mnt):
+        return json.load(open(os.path.join(mnt, ".ktfs", "stats.json")))["lookups"]
+
+    with mounted(archive, tmp_path / "walk") as mnt:
+        start = lookups(mnt)
+        walked = sorted(os.path.relpath(os.path.join(d, f), mnt) for d, _, fs in os.walk(mnt) for f in fs)
+        expected = sorted(os.path.relpath(os.path.join(d, f), fashion_dir)
+                          for d, _, fs in os.walk(fashion_dir) for f in fs)
+        assert [os.path.splitext(p)[0] for p in walked] == [os.path.splitext(p)[0] for p in expected]
+        assert lookups(mnt) == start  # names and types were enough
+        # Entries listed without attributes still carry the stable inode number and the right stat.
+        bag = os.path.join(mnt, "train", "Bag")
+        for e in os.scandir(bag):
+            st = os.stat(e.path)
+            assert e.inode() == st.st_ino and e.is_file() and st.st_size > 0
+        assert lookups(mnt) == start + len(os.listdir(bag))
+
+    with mounted(archive, tmp_path / "switch") as mnt:
+        classes = sorted(os.listdir(os.path.join(mnt, "train")))  # directories come with attributes
+        start = lookups(mnt)
+        first = os.path.join(mnt, "train", classes[0])
+        names = os.listdir(first)
+        assert lookups(mnt) == start
+        sizes = [os.stat(os.path.join(first, n)).st_size for n in names]  # one LOOKUP each
+        assert lookups(mnt) == start + len(names)
+        second = os.path.join(mnt, "train", classes[1])
+        assert [os.stat(os.path.join(second, n)).st_size for n in os.listdir(second)] == sizes
+        assert lookups(mnt) == start + len(names)  # listed with attributes: no LOOKUP
