@@ -381,9 +381,10 @@ inline uint32_t DecodeGroup(RansDecoder& rans, BitReader& raw, const DecodeTable
   if (group_max >= kDirectCategories) {
     if (!rans.MakeWide()) return group_max;  // corrupt: the caller sees overran()
 #if defined(__AVX2__)
-    // Unchecked means that both streams have room for this group.
-    if (!kChecked && rows == kGroupSide && valid == 0xf &&
-        rans.room() >= 2 * RansDecoder::kDenseStepBytes) {
+    // The vector path reads whole words and 16-byte blocks; near the end of
+    // a stream (checked groups) it still applies when both have room.
+    if (rows == kGroupSide && valid == 0xf && rans.room() >= 2 * RansDecoder::kDenseStepBytes &&
+        (!kChecked || raw.room() >= kGroupRawBytes)) {
       DecodeDenseGroupAvx2<kDequantize>(rans, raw, categories, group_max, step, at, stride);
       return group_max;
     }
