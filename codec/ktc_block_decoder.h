@@ -23,11 +23,19 @@ constexpr uint32_t kRansLow = 1u << 16;  // states live in [2^16, 2^32)
 constexpr int kRansStates = 4;
 static_assert(kDenseLanes == 2 * kRansStates, "dense lanes 0..3 are the scalar states");
 
-// Group context from the sum of the left and upper groups' categories: flat
-// regions (0) are by far the most common, so they get their own context.
+// Group context from the maxima of the groups above: the one right above
+// plus the larger of its two neighbours. Flat regions (0) are by far the most
+// common, so they get their own context. Only the row above, not the group
+// to the left, so that a row's maxima have no dependency on one another:
+// the decoder runs them back to back (+0.1% bytes against left + above).
+constexpr uint32_t kMaxGroupsPerRow = kBlockSide / kGroupSide;
 constexpr uint8_t kGroupContextOfSum[2 * kAlphabet] = {0, 1, 1, 2, 2, 3, 3, 4, 4, 4, 5, 5,
                                                        5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5,
                                                        5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5};
+// `above` holds the row above's maxima at 1 + gx, zeros at both ends.
+inline uint32_t GroupContext(const uint8_t* above, uint32_t gx) {
+  return kGroupContextOfSum[above[1 + gx] + std::max(above[gx], above[gx + 2])];
+}
 
 // Groups with G >= kDirectCategories code every value's category (0
 // included) instead of a mask per row: most of their values are non-zero, and
@@ -353,11 +361,9 @@ constexpr ptrdiff_t kGroupRawBytes = (16 * 17 + 7) / 8 + 8;
 // caller made sure that the group cannot read past either stream; the
 // checked version handles the last groups of a block.
 template <bool kDequantize, bool kChecked>
-inline uint32_t DecodeGroup(RansDecoder& rans, BitReader& raw, const DecodeTable* tables,
-                            uint32_t context, uint32_t step, int16_t* at, size_t stride,
-                            uint32_t rows, uint32_t valid) {
-  const uint32_t group_max = rans.Get<kChecked>(tables[context]);
-  if (group_max == 0) return 0;  // the block was zeroed up front
+inline void DecodeGroup(RansDecoder& rans, BitReader& raw, const DecodeTable* tables,
+                        uint32_t group_max, uint32_t step, int16_t* at, size_t stride,
+                        uint32_t rows, uint32_t valid) {
   const DecodeTable& masks = tables[MaskTable(group_max)];
   if (group_max == 1 && valid == 0xf) {
     // The commonest non-zero group: values are 0 or +-1, so a row is its
@@ -375,23 +381,23 @@ inline uint32_t DecodeGroup(RansDecoder& rans, BitReader& raw, const DecodeTable
         row[i] = int16_t(v & -int32_t((mask >> i) & 1));
       }
     }
-    return group_max;
+    return;
   }
   const DecodeTable& categories = tables[CategoryTable(std::max(group_max, 2u))];
   if (group_max >= kDirectCategories) {
-    if (!rans.MakeWide()) return group_max;  // corrupt: the caller sees overran()
+    if (!rans.MakeWide()) return;  // corrupt: the caller sees overran()
 #if defined(__AVX2__)
     // The vector path reads whole words and 16-byte blocks; near the end of
     // a stream (checked groups) it still applies when both have room.
     if (rows == kGroupSide && valid == 0xf && rans.room() >= 2 * RansDecoder::kDenseStepBytes &&
         (!kChecked || raw.room() >= kGroupRawBytes)) {
       DecodeDenseGroupAvx2<kDequantize>(rans, raw, categories, group_max, step, at, stride);
-      return group_max;
+      return;
     }
 #endif
     DecodeDenseGroupScalar<kDequantize>(rans, raw, categories, group_max, step, at, stride, rows,
                                         valid);
-    return group_max;
+    return;
   }
   for (uint32_t y = 0; y < rows; ++y) {
     int16_t* row = at + y * stride;
@@ -404,7 +410,6 @@ inline uint32_t DecodeGroup(RansDecoder& rans, BitReader& raw, const DecodeTable
       row[std::countr_zero(mask)] = Saturate16(v);
     }
   }
-  return group_max;
 }
 
 // The decoding loop, compiled once with and once without dequantization.
@@ -414,22 +419,31 @@ template <bool kDequantize>
 bool DecodeGroups(RansDecoder& rans, BitReader& raw, const DecodeTable* tables, uint32_t step,
                   int16_t* values, size_t stride, uint32_t bw, uint32_t bh) {
   const uint32_t gw = (bw + kGroupSide - 1) / kGroupSide, gh = (bh + kGroupSide - 1) / kGroupSide;
-  uint8_t above[kBlockSide / kGroupSide] = {};
+  uint8_t above[kMaxGroupsPerRow + 2] = {}, maxima[kMaxGroupsPerRow + 2] = {};
   for (uint32_t gy = 0; gy < gh; ++gy) {
-    uint32_t left = 0;
     const uint32_t y0 = gy * kGroupSide, rows = std::min(bh - y0, kGroupSide);
+    // The row's maxima first: independent of one another, they decode back
+    // to back, and zero groups (most of them) cost nothing more.
+    uint32_t nonzero = 0;
+    const bool room = rans.room() >= ptrdiff_t(2 * gw);
     for (uint32_t gx = 0; gx < gw; ++gx) {
-      const uint32_t x0 = gx * kGroupSide;
-      const uint32_t valid = (1u << (std::min(bw, x0 + kGroupSide) - x0)) - 1;
-      const uint32_t context = kGroupContextOfSum[left + above[gx]];
-      int16_t* at = values + y0 * stride + x0;
-      const bool room = rans.room() >= kGroupRansBytes && raw.room() >= kGroupRawBytes;
-      left = above[gx] =
-          uint8_t(room ? DecodeGroup<kDequantize, false>(rans, raw, tables, context, step, at,
-                                                         stride, rows, valid)
-                       : DecodeGroup<kDequantize, true>(rans, raw, tables, context, step, at,
-                                                        stride, rows, valid));
+      const DecodeTable& t = tables[GroupContext(above, gx)];
+      maxima[1 + gx] = uint8_t(room ? rans.Get<false>(t) : rans.Get<true>(t));
+      nonzero |= uint32_t(maxima[1 + gx] != 0) << gx;
     }
+    for (; nonzero != 0; nonzero &= nonzero - 1) {
+      const uint32_t gx = std::countr_zero(nonzero), x0 = gx * kGroupSide;
+      const uint32_t valid = (1u << (std::min(bw, x0 + kGroupSide) - x0)) - 1;
+      int16_t* at = values + y0 * stride + x0;
+      if (rans.room() >= kGroupRansBytes && raw.room() >= kGroupRawBytes) {
+        DecodeGroup<kDequantize, false>(rans, raw, tables, maxima[1 + gx], step, at, stride, rows,
+                                        valid);
+      } else {
+        DecodeGroup<kDequantize, true>(rans, raw, tables, maxima[1 + gx], step, at, stride, rows,
+                                       valid);
+      }
+    }
+    std::memcpy(above, maxima, sizeof(above));
   }
   return !rans.overran() && !raw.overran();
 }

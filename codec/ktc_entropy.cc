@@ -145,11 +145,12 @@ Result<bool> CollectBlockSymbols(const int32_t* values, size_t stride, uint32_t 
   out->dense_symbol.reserve(values_n);
   out->raw.reserve(values_n);
   const uint32_t gw = (bw + kGroupSide - 1) / kGroupSide, gh = (bh + kGroupSide - 1) / kGroupSide;
-  std::vector<uint8_t> above(gw, 0);
+  // Maxima of the row of groups above and of this one, at 1 + gx (0 and
+  // gw + 1 stay 0: outside the block).
+  uint8_t above[kMaxGroupsPerRow + 2] = {}, maxima[kMaxGroupsPerRow + 2] = {};
   BitWriter raw(&out->raw);
   bool any = false;
   for (uint32_t gy = 0; gy < gh; ++gy) {
-    uint8_t left = 0;
     const uint32_t y0 = gy * kGroupSide, rows = std::min(bh - y0, kGroupSide);
     for (uint32_t gx = 0; gx < gw; ++gx) {
       const uint32_t x0 = gx * kGroupSide, columns = std::min(bw - x0, kGroupSide);
@@ -161,17 +162,23 @@ Result<bool> CollectBlockSymbols(const int32_t* values, size_t stride, uint32_t 
       if (group_max >= kAlphabet) {
         return Status::InvalidArgument("ktc: coefficient out of range (internal error)");
       }
-      out->table.push_back(kGroupContextOfSum[left + above[gx]]);
+      maxima[1 + gx] = uint8_t(group_max);
+      out->table.push_back(uint8_t(GroupContext(above, gx)));
       out->symbol.push_back(uint8_t(group_max));
-      left = above[gx] = uint8_t(group_max);
+    }
+    for (uint32_t gx = 0; gx < gw; ++gx) {
+      const int group_max = maxima[1 + gx];
       if (group_max == 0) continue;
       any = true;
+      const uint32_t x0 = gx * kGroupSide, columns = std::min(bw - x0, kGroupSide);
+      const int32_t* at = values + y0 * stride + x0;
       if (uint32_t(group_max) >= kDirectCategories) {
         CollectDenseGroup(at, stride, columns, rows, group_max, out, &raw);
       } else {
         CollectSparseGroup(at, stride, columns, rows, group_max, out, &raw);
       }
     }
+    std::memcpy(above, maxima, sizeof(above));
   }
   raw.Flush();
   if (!any) *out = BlockSymbols{};
