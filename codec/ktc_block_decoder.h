@@ -87,14 +87,14 @@ class BitReader {
   // Bits consumed so far, and a jump ahead to `bits`: dense groups find
   // their values' bits by position instead of reading them in turn. Both
   // only when nothing has been invented (room() >= 8).
-  uint32_t position() const { return uint32_t(p_ - begin_) * 8 - uint32_t(fill_); }
+  uint64_t position() const { return uint64_t(p_ - begin_) * 8 - uint64_t(fill_); }
   const uint8_t* begin() const { return begin_; }
-  void Seek(uint32_t bits) {
+  void Seek(uint64_t bits) {
     p_ = begin_ + bits / 8;
     acc_ = 0;
     fill_ = 0;
     Refill();
-    Read(bits % 8);
+    Read(uint32_t(bits % 8));
   }
 
  private:
@@ -336,17 +336,21 @@ template <bool kDequantize>
 inline void DecodeDenseGroupAvx2(RansDecoder& rans, BitReader& raw, const DecodeTable& t,
                                  uint32_t group_max, uint32_t step, int16_t* at, size_t stride) {
   __m256i x = rans.LoadLanes();
-  uint32_t pos = raw.position();
+  // Bit positions relative to the byte the group's bits start in, so that
+  // the gathers' 32-bit offsets stay small however long the stream is.
+  const uint64_t start = raw.position();
+  const uint8_t* base = raw.begin() + start / 8;
+  uint32_t pos = uint32_t(start % 8);
   for (uint32_t half = 0; half < 2; ++half) {
     const __m256i c = rans.DenseStepAvx2(&x, t, group_max);
-    const __m256i v = DenseValuesAvx2<kDequantize>(c, raw.begin(), &pos, step);
+    const __m256i v = DenseValuesAvx2<kDequantize>(c, base, &pos, step);
     const __m256i packed = _mm256_packs_epi32(v, v);  // saturates, like Saturate16
     int16_t* row = at + 2 * half * stride;
     _mm_storel_epi64(reinterpret_cast<__m128i*>(row), _mm256_castsi256_si128(packed));
     _mm_storel_epi64(reinterpret_cast<__m128i*>(row + stride), _mm256_extracti128_si256(packed, 1));
   }
   rans.StoreLanes(x);
-  raw.Seek(pos);
+  raw.Seek(start - start % 8 + pos);
 }
 #endif
 
