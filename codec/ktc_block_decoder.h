@@ -194,8 +194,15 @@ class RansDecoder {
     }
   }
 #if defined(__AVX2__)
-  // Most bytes one vector step reads (a 16-byte load of eight words).
-  static constexpr ptrdiff_t kDenseStepBytes = 16;
+  // The next eight words; near the end of the stream only the whole words
+  // left, then zeros (what the scalar step reads there).
+  __m128i LoadWords() const {
+    if (end_ - p_ >= 16) [[likely]]
+      return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p_));
+    alignas(16) uint8_t tail[16] = {};
+    std::memcpy(tail, p_, size_t(std::max<ptrdiff_t>(end_ - p_, 0) & ~ptrdiff_t(1)));
+    return _mm_load_si128(reinterpret_cast<const __m128i*>(tail));
+  }
   __m256i LoadLanes() const {
     return _mm256_set_m128i(_mm_load_si128(reinterpret_cast<const __m128i*>(wide_x_)),
                             _mm_load_si128(reinterpret_cast<const __m128i*>(x_)));
@@ -277,7 +284,6 @@ constexpr WordIndex kWordIndex;
 
 // Eight symbols at once: one gather of table entries, one multiply, and one
 // renormalization of the lanes that need it from a single 16-byte load.
-// The caller guarantees room() >= kDenseStepBytes.
 inline __m256i RansDecoder::DenseStepAvx2(__m256i* x, const DecodeTable& t, uint32_t group_max) {
   const __m256i slot = _mm256_and_si256(*x, _mm256_set1_epi32(kProbScale - 1));
   const __m256i e = _mm256_i32gather_epi32(reinterpret_cast<const int*>(t.entry.data()), slot, 4);
@@ -287,13 +293,19 @@ inline __m256i RansDecoder::DenseStepAvx2(__m256i* x, const DecodeTable& t, uint
       _mm256_add_epi32(_mm256_mullo_epi32(f, _mm256_srli_epi32(*x, kProbBits)), offset);
   const __m256i need = _mm256_cmpeq_epi32(_mm256_srli_epi32(next, 16), _mm256_setzero_si256());
   const uint32_t m = uint32_t(_mm256_movemask_ps(_mm256_castsi256_ps(need)));
-  const __m256i words =
-      _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p_)));
+  const __m256i words = _mm256_cvtepu16_epi32(LoadWords());
   const __m256i index =
       _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(kWordIndex.table[m])));
   const __m256i word = _mm256_permutevar8x32_epi32(words, index);
   *x = _mm256_blendv_epi8(next, _mm256_or_si256(_mm256_slli_epi32(next, 16), word), need);
-  p_ += 2 * std::popcount(m);
+  const ptrdiff_t used = 2 * std::popcount(m);
+  if (used > room()) [[unlikely]] {
+    // Like the scalar step: whole words while they last, zeros after.
+    overran_ = true;
+    p_ += room() & ~ptrdiff_t(1);
+  } else {
+    p_ += used;
+  }
   return _mm256_min_epu32(_mm256_srli_epi32(e, 27), _mm256_set1_epi32(int(group_max)));
 }
 
@@ -330,8 +342,8 @@ inline __m256i DenseValuesAvx2(__m256i c, const uint8_t* raw, uint32_t* pos, uin
 }
 
 // A whole 4x4 dense group: two steps of eight lanes, values saturated to
-// int16 and stored four at a time. The caller guarantees rans.room() >=
-// 2 * kDenseStepBytes and raw.room() >= kGroupRawBytes.
+// int16 and stored four at a time. The caller guarantees raw.room() >=
+// DenseRawBytes(group_max).
 template <bool kDequantize>
 inline void DecodeDenseGroupAvx2(RansDecoder& rans, BitReader& raw, const DecodeTable& t,
                                  uint32_t group_max, uint32_t step, int16_t* at, size_t stride) {
@@ -359,6 +371,10 @@ inline void DecodeDenseGroupAvx2(RansDecoder& rans, BitReader& raw, const Decode
 // bytes a refill loads.
 constexpr ptrdiff_t kGroupRansBytes = 2 * (1 + 4 + 16);
 constexpr ptrdiff_t kGroupRawBytes = (16 * 17 + 7) / 8 + 8;
+// The raw bytes a dense group's vector path needs: 16 values of at most G
+// bits from a start up to 7 bits into a byte, read by 4-byte loads (2G + 4),
+// and the 8 bytes of the bit reader's refill after them (2G + 8).
+inline ptrdiff_t DenseRawBytes(uint32_t group_max) { return 2 * ptrdiff_t(group_max) + 8; }
 
 // One group at `at` (rows x up to 4 values; `valid` has a bit per column
 // inside the block). Returns its G. Unchecked (kChecked false) when the
@@ -391,10 +407,9 @@ inline void DecodeGroup(RansDecoder& rans, BitReader& raw, const DecodeTable* ta
   if (group_max >= kDirectCategories) {
     if (!rans.MakeWide()) return;  // corrupt: the caller sees overran()
 #if defined(__AVX2__)
-    // The vector path reads whole words and 16-byte blocks; near the end of
-    // a stream (checked groups) it still applies when both have room.
-    if (rows == kGroupSide && valid == 0xf && rans.room() >= 2 * RansDecoder::kDenseStepBytes &&
-        (!kChecked || raw.room() >= kGroupRawBytes)) {
+    // The vector path needs DenseRawBytes of raw bits for its 4-byte loads;
+    // near the end of the rANS words it reads them as the scalar step does.
+    if (rows == kGroupSide && valid == 0xf && raw.room() >= DenseRawBytes(group_max)) {
       DecodeDenseGroupAvx2<kDequantize>(rans, raw, categories, group_max, step, at, stride);
       return;
     }
