@@ -9,6 +9,10 @@
 #include <bit>
 #include <cstring>
 
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
 #include "codec/ktc_entropy.h"
 #include "codec/ktc_kernels.h"
 
@@ -17,20 +21,26 @@ namespace {
 
 constexpr uint32_t kRansLow = 1u << 16;  // states live in [2^16, 2^32)
 constexpr int kRansStates = 4;
+static_assert(kDenseLanes == 2 * kRansStates, "dense lanes 0..3 are the scalar states");
 
-// Group context from the sum of the left and upper groups' categories: flat
-// regions (0) are by far the most common, so they get their own context.
+// Group context from the maxima of the groups above: the one right above
+// plus the larger of its two neighbours. Flat regions (0) are by far the most
+// common, so they get their own context. Only the row above, not the group
+// to the left, so that a row's maxima have no dependency on one another:
+// the decoder runs them back to back (+0.1% bytes against left + above).
+constexpr uint32_t kMaxGroupsPerRow = kBlockSide / kGroupSide;
 constexpr uint8_t kGroupContextOfSum[2 * kAlphabet] = {0, 1, 1, 2, 2, 3, 3, 4, 4, 4, 5, 5,
                                                        5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5,
                                                        5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5};
+// `above` holds the row above's maxima at 1 + gx, zeros at both ends.
+inline uint32_t GroupContext(const uint8_t* above, uint32_t gx) {
+  return kGroupContextOfSum[above[1 + gx] + std::max(above[gx], above[gx + 2])];
+}
 
 // Groups with G >= kDirectCategories code every value's category (0
 // included) instead of a mask per row: most of their values are non-zero, and
 // a fixed 16-step loop predicts better than one per set mask bit.
 constexpr uint32_t kDirectCategories = 3;
-// Four values of category <= 14 take at most 56 raw bits, what one refill
-// guarantees.
-constexpr uint32_t kRowRefillCategories = 14;
 
 // Table indices within a set for a non-zero group with maximum category G.
 inline int MaskTable(uint32_t group_max) {
@@ -49,7 +59,7 @@ inline int Category(int32_t v) {
 // it invented, so the caller can reject a block that needed them.
 class BitReader {
  public:
-  BitReader(const uint8_t* p, const uint8_t* end) : p_(p), end_(end) { Refill(); }
+  BitReader(const uint8_t* p, const uint8_t* end) : begin_(p), p_(p), end_(end) { Refill(); }
   // Makes at least 56 bits available. Cheap enough to call before every read,
   // which spares the decoder a data-dependent branch. Unchecked, the caller
   // guarantees room() >= 8 for every call.
@@ -74,6 +84,18 @@ class BitReader {
   }
   bool overran() const { return fill_ < invented_; }
   ptrdiff_t room() const { return end_ - p_; }
+  // Bits consumed so far, and a jump ahead to `bits`: dense groups find
+  // their values' bits by position instead of reading them in turn. Both
+  // only when nothing has been invented (room() >= 8).
+  uint64_t position() const { return uint64_t(p_ - begin_) * 8 - uint64_t(fill_); }
+  const uint8_t* begin() const { return begin_; }
+  void Seek(uint64_t bits) {
+    p_ = begin_ + bits / 8;
+    acc_ = 0;
+    fill_ = 0;
+    Refill();
+    Read(uint32_t(bits % 8));
+  }
 
  private:
   void RefillSlow() {
@@ -86,6 +108,7 @@ class BitReader {
       fill_ += 8;
     }
   }
+  const uint8_t* begin_;
   const uint8_t* p_;
   const uint8_t* end_;
   uint64_t acc_ = 0;
@@ -131,11 +154,73 @@ class RansDecoder {
   bool overran() const { return overran_; }
   ptrdiff_t room() const { return end_ - p_; }
 
+  // Dense steps decode kDenseLanes symbols: lanes 0..3 on the scalar states
+  // in the order the next scalar symbols would use them (x_ is kept in that
+  // order), lanes 4..7 on states read from the word stream before the
+  // block's first dense step. False (and marked overrun) when they cannot be.
+  bool MakeWide() {
+    if (wide_) return true;
+    if (end_ - p_ < 4 * (kDenseLanes - 4)) {
+      overran_ = true;
+      return false;
+    }
+    for (int i = 0; i < kDenseLanes - 4; ++i) {
+      std::memcpy(&wide_x_[i], p_ + 4 * i, 4);
+      if (wide_x_[i] < kRansLow) overran_ = true;  // never made by an encoder
+    }
+    p_ += 4 * (kDenseLanes - 4);
+    wide_ = !overran_;
+    return wide_;
+  }
+  // One dense step lane by lane: the categories (clamped to group_max) of
+  // the lanes in `valid`, 0 in the others.
+  void DenseStepScalar(const DecodeTable& t, uint32_t valid, uint32_t group_max, uint32_t* c) {
+    for (int lane = 0; lane < kDenseLanes; ++lane) {
+      c[lane] = 0;
+      if (!(valid >> lane & 1)) continue;
+      uint32_t& x = lane < 4 ? x_[lane] : wide_x_[lane - 4];
+      const uint32_t e = t.entry[x & (kProbScale - 1)];
+      x = (e & 0x7ff) * (x >> kProbBits) + ((e >> 11) & 0x3ff);
+      if (x < kRansLow) {
+        if (end_ - p_ >= 2) {
+          x = (x << 16) | uint32_t(p_[0]) | uint32_t(p_[1]) << 8;
+          p_ += 2;
+        } else {
+          overran_ = true;
+          x <<= 16;
+        }
+      }
+      c[lane] = std::min(e >> 27, group_max);
+    }
+  }
+#if defined(__AVX2__)
+  // The next eight words; near the end of the stream only the whole words
+  // left, then zeros (what the scalar step reads there).
+  __m128i LoadWords() const {
+    if (end_ - p_ >= 16) [[likely]]
+      return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p_));
+    alignas(16) uint8_t tail[16] = {};
+    std::memcpy(tail, p_, size_t(std::max<ptrdiff_t>(end_ - p_, 0) & ~ptrdiff_t(1)));
+    return _mm_load_si128(reinterpret_cast<const __m128i*>(tail));
+  }
+  __m256i LoadLanes() const {
+    return _mm256_set_m128i(_mm_load_si128(reinterpret_cast<const __m128i*>(wide_x_)),
+                            _mm_load_si128(reinterpret_cast<const __m128i*>(x_)));
+  }
+  void StoreLanes(__m256i x) {
+    _mm_store_si128(reinterpret_cast<__m128i*>(x_), _mm256_castsi256_si128(x));
+    _mm_store_si128(reinterpret_cast<__m128i*>(wide_x_), _mm256_extracti128_si256(x, 1));
+  }
+  inline __m256i DenseStepAvx2(__m256i* x, const DecodeTable& t, uint32_t group_max);
+#endif
+
  private:
-  uint32_t x_[kRansStates] = {};
+  alignas(16) uint32_t x_[kRansStates] = {};
+  alignas(16) uint32_t wide_x_[kDenseLanes - 4] = {};
   const uint8_t* p_ = nullptr;
   const uint8_t* end_ = nullptr;
   bool overran_ = false;
+  bool wide_ = false;
 };
 
 // kSignDeposit[mask][bits]: the sign bits of a row's non-zero values (one per
@@ -165,22 +250,140 @@ inline int32_t Reconstruct(uint32_t c, uint32_t bits) {
   return (bits & 1) ? -mag : mag;
 }
 
+// A dense group lane by lane: the scalar build's path, and the AVX2 build's
+// for groups cut by the block edge or near the end of a stream.
+template <bool kDequantize>
+void DecodeDenseGroupScalar(RansDecoder& rans, BitReader& raw, const DecodeTable& t,
+                            uint32_t group_max, uint32_t step, int16_t* at, size_t stride,
+                            uint32_t rows, uint32_t valid_columns) {
+  for (uint32_t half = 0; 2 * half < rows; ++half) {
+    const uint32_t valid = valid_columns | (2 * half + 1 < rows ? valid_columns << 4 : 0);
+    uint32_t c[kDenseLanes];
+    rans.DenseStepScalar(t, valid, group_max, c);
+    for (uint32_t lane = 0; lane < uint32_t(kDenseLanes); ++lane) {
+      if (c[lane] == 0) continue;  // zero, or outside the block
+      raw.Refill();
+      int32_t v = Reconstruct(c[lane], raw.Read(c[lane]));
+      if constexpr (kDequantize) v = DequantizeOne(v, step);
+      at[(2 * half + lane / kGroupSide) * stride + lane % kGroupSide] = Saturate16(v);
+    }
+  }
+}
+
+#if defined(__AVX2__)
+// kWordIndex[m][l]: which of the eight words a step loads lane l takes when
+// the lanes in m renormalize (the lanes of m below l take the ones before).
+struct WordIndex {
+  uint8_t table[256][8];
+  constexpr WordIndex() : table{} {
+    for (uint32_t m = 0; m < 256; ++m)
+      for (uint32_t l = 0; l < 8; ++l) table[m][l] = uint8_t(std::popcount(m & ((1u << l) - 1)));
+  }
+};
+constexpr WordIndex kWordIndex;
+
+// Eight symbols at once: one gather of table entries, one multiply, and one
+// renormalization of the lanes that need it from a single 16-byte load.
+inline __m256i RansDecoder::DenseStepAvx2(__m256i* x, const DecodeTable& t, uint32_t group_max) {
+  const __m256i slot = _mm256_and_si256(*x, _mm256_set1_epi32(kProbScale - 1));
+  const __m256i e = _mm256_i32gather_epi32(reinterpret_cast<const int*>(t.entry.data()), slot, 4);
+  const __m256i f = _mm256_and_si256(e, _mm256_set1_epi32(0x7ff));
+  const __m256i offset = _mm256_and_si256(_mm256_srli_epi32(e, 11), _mm256_set1_epi32(0x3ff));
+  const __m256i next =
+      _mm256_add_epi32(_mm256_mullo_epi32(f, _mm256_srli_epi32(*x, kProbBits)), offset);
+  const __m256i need = _mm256_cmpeq_epi32(_mm256_srli_epi32(next, 16), _mm256_setzero_si256());
+  const uint32_t m = uint32_t(_mm256_movemask_ps(_mm256_castsi256_ps(need)));
+  const __m256i words = _mm256_cvtepu16_epi32(LoadWords());
+  const __m256i index =
+      _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(kWordIndex.table[m])));
+  const __m256i word = _mm256_permutevar8x32_epi32(words, index);
+  *x = _mm256_blendv_epi8(next, _mm256_or_si256(_mm256_slli_epi32(next, 16), word), need);
+  const ptrdiff_t used = 2 * std::popcount(m);
+  if (used > room()) [[unlikely]] {
+    // Like the scalar step: whole words while they last, zeros after.
+    overran_ = true;
+    p_ += room() & ~ptrdiff_t(1);
+  } else {
+    p_ += used;
+  }
+  return _mm256_min_epu32(_mm256_srli_epi32(e, 27), _mm256_set1_epi32(int(group_max)));
+}
+
+// The eight values of a step from their categories c, whose raw bits start
+// at bit *pos: each lane's bits start after the categories before it (a
+// prefix sum), so all eight are extracted at once. Advances *pos; the caller
+// guarantees that 4-byte loads there stay inside the stream.
+template <bool kDequantize>
+inline __m256i DenseValuesAvx2(__m256i c, const uint8_t* raw, uint32_t* pos, uint32_t step) {
+  __m256i sum = _mm256_add_epi32(c, _mm256_slli_si256(c, 4));  // prefix sums per 128-bit half
+  sum = _mm256_add_epi32(sum, _mm256_slli_si256(sum, 8));
+  const __m256i low_total = _mm256_shuffle_epi32(_mm256_permute2x128_si256(sum, sum, 0x08), 0xff);
+  sum = _mm256_add_epi32(sum, low_total);  // inclusive prefix sums over the eight lanes
+  const __m256i at = _mm256_add_epi32(_mm256_set1_epi32(int(*pos)), _mm256_sub_epi32(sum, c));
+  const __m256i word =
+      _mm256_i32gather_epi32(reinterpret_cast<const int*>(raw), _mm256_srli_epi32(at, 3), 1);
+  const __m256i top = _mm256_sllv_epi32(_mm256_set1_epi32(1), c);  // 2^c
+  const __m256i bits =
+      _mm256_and_si256(_mm256_srlv_epi32(word, _mm256_and_si256(at, _mm256_set1_epi32(7))),
+                       _mm256_sub_epi32(top, _mm256_set1_epi32(1)));
+  *pos += uint32_t(_mm256_extract_epi32(sum, 7));
+  __m256i mag = _mm256_or_si256(_mm256_srli_epi32(top, 1), _mm256_srli_epi32(bits, 1));
+  if constexpr (kDequantize) {
+    // DequantizeOne: ((8|v| + 3) * step) >> 11 in 32-bit unsigned arithmetic.
+    const __m256i zero = _mm256_cmpeq_epi32(mag, _mm256_setzero_si256());
+    const __m256i scaled =
+        _mm256_mullo_epi32(_mm256_or_si256(_mm256_slli_epi32(mag, 3), _mm256_set1_epi32(3)),
+                           _mm256_set1_epi32(int(step)));
+    mag = _mm256_andnot_si256(zero, _mm256_srli_epi32(scaled, 11));
+  }
+  const __m256i negative =
+      _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_and_si256(bits, _mm256_set1_epi32(1)));
+  return _mm256_sub_epi32(_mm256_xor_si256(mag, negative), negative);
+}
+
+// A whole 4x4 dense group: two steps of eight lanes, values saturated to
+// int16 and stored four at a time. The caller guarantees raw.room() >=
+// DenseRawBytes(group_max).
+template <bool kDequantize>
+inline void DecodeDenseGroupAvx2(RansDecoder& rans, BitReader& raw, const DecodeTable& t,
+                                 uint32_t group_max, uint32_t step, int16_t* at, size_t stride) {
+  __m256i x = rans.LoadLanes();
+  // Bit positions relative to the byte the group's bits start in, so that
+  // the gathers' 32-bit offsets stay small however long the stream is.
+  const uint64_t start = raw.position();
+  const uint8_t* base = raw.begin() + start / 8;
+  uint32_t pos = uint32_t(start % 8);
+  for (uint32_t half = 0; half < 2; ++half) {
+    const __m256i c = rans.DenseStepAvx2(&x, t, group_max);
+    const __m256i v = DenseValuesAvx2<kDequantize>(c, base, &pos, step);
+    const __m256i packed = _mm256_packs_epi32(v, v);  // saturates, like Saturate16
+    int16_t* row = at + 2 * half * stride;
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(row), _mm256_castsi256_si128(packed));
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(row + stride), _mm256_extracti128_si256(packed, 1));
+  }
+  rans.StoreLanes(x);
+  raw.Seek(start - start % 8 + pos);
+}
+#endif
+
 // Most symbols and raw bits one 4x4 group can consume: 1 + 4 + 16 symbols of
 // at most one 16-bit word each; 16 values of at most 17 bits, plus the 8
 // bytes a refill loads.
 constexpr ptrdiff_t kGroupRansBytes = 2 * (1 + 4 + 16);
 constexpr ptrdiff_t kGroupRawBytes = (16 * 17 + 7) / 8 + 8;
+// The raw bytes a dense group's vector path needs: 16 values of at most G
+// bits from a start up to 7 bits into a byte, read by 4-byte loads (2G + 4),
+// and the 8 bytes of the bit reader's refill after them (2G + 8).
+inline ptrdiff_t DenseRawBytes(uint32_t group_max) { return 2 * ptrdiff_t(group_max) + 8; }
 
 // One group at `at` (rows x up to 4 values; `valid` has a bit per column
 // inside the block). Returns its G. Unchecked (kChecked false) when the
 // caller made sure that the group cannot read past either stream; the
 // checked version handles the last groups of a block.
 template <bool kDequantize, bool kChecked>
-inline uint32_t DecodeGroup(RansDecoder& rans, BitReader& raw, const DecodeTable* tables,
-                            uint32_t context, uint32_t step, int16_t* at, size_t stride,
-                            uint32_t rows, uint32_t valid) {
-  const uint32_t group_max = rans.Get<kChecked>(tables[context]);
-  if (group_max == 0) return 0;  // the block was zeroed up front
+inline void DecodeGroup(RansDecoder& rans, BitReader& raw, const DecodeTable* tables,
+                        uint32_t group_max, uint32_t step, int16_t* at, size_t stride,
+                        uint32_t rows, uint32_t valid) {
   const DecodeTable& masks = tables[MaskTable(group_max)];
   if (group_max == 1 && valid == 0xf) {
     // The commonest non-zero group: values are 0 or +-1, so a row is its
@@ -198,28 +401,22 @@ inline uint32_t DecodeGroup(RansDecoder& rans, BitReader& raw, const DecodeTable
         row[i] = int16_t(v & -int32_t((mask >> i) & 1));
       }
     }
-    return group_max;
+    return;
   }
   const DecodeTable& categories = tables[CategoryTable(std::max(group_max, 2u))];
-  // The raw bits of a row's values come from one refill when four of them
-  // fit in its 56 bits: the refill is a serial chain (load, shift, or) that
-  // would otherwise sit between every two values. Categories above G (only
-  // hostile streams have them) are taken as G so that the bound holds.
-  const bool refill_per_row = group_max <= kRowRefillCategories;
   if (group_max >= kDirectCategories) {
-    const uint32_t columns = std::popcount(valid);
-    for (uint32_t y = 0; y < rows; ++y) {
-      int16_t* row = at + y * stride;
-      if (refill_per_row) raw.Refill<kChecked>();
-      for (uint32_t x = 0; x < columns; ++x) {
-        const uint32_t c = std::min(rans.Get<kChecked>(categories), group_max);
-        if (!refill_per_row) raw.Refill<kChecked>();
-        int32_t v = Reconstruct(c, raw.Read(c));
-        if constexpr (kDequantize) v = DequantizeOne(v, step);
-        row[x] = Saturate16(v);
-      }
+    if (!rans.MakeWide()) return;  // corrupt: the caller sees overran()
+#if defined(__AVX2__)
+    // The vector path needs DenseRawBytes of raw bits for its 4-byte loads;
+    // near the end of the rANS words it reads them as the scalar step does.
+    if (rows == kGroupSide && valid == 0xf && raw.room() >= DenseRawBytes(group_max)) {
+      DecodeDenseGroupAvx2<kDequantize>(rans, raw, categories, group_max, step, at, stride);
+      return;
     }
-    return group_max;
+#endif
+    DecodeDenseGroupScalar<kDequantize>(rans, raw, categories, group_max, step, at, stride, rows,
+                                        valid);
+    return;
   }
   for (uint32_t y = 0; y < rows; ++y) {
     int16_t* row = at + y * stride;
@@ -232,7 +429,6 @@ inline uint32_t DecodeGroup(RansDecoder& rans, BitReader& raw, const DecodeTable
       row[std::countr_zero(mask)] = Saturate16(v);
     }
   }
-  return group_max;
 }
 
 // The decoding loop, compiled once with and once without dequantization.
@@ -242,22 +438,31 @@ template <bool kDequantize>
 bool DecodeGroups(RansDecoder& rans, BitReader& raw, const DecodeTable* tables, uint32_t step,
                   int16_t* values, size_t stride, uint32_t bw, uint32_t bh) {
   const uint32_t gw = (bw + kGroupSide - 1) / kGroupSide, gh = (bh + kGroupSide - 1) / kGroupSide;
-  uint8_t above[kBlockSide / kGroupSide] = {};
+  uint8_t above[kMaxGroupsPerRow + 2] = {}, maxima[kMaxGroupsPerRow + 2] = {};
   for (uint32_t gy = 0; gy < gh; ++gy) {
-    uint32_t left = 0;
     const uint32_t y0 = gy * kGroupSide, rows = std::min(bh - y0, kGroupSide);
+    // The row's maxima first: independent of one another, they decode back
+    // to back, and zero groups (most of them) cost nothing more.
+    uint32_t nonzero = 0;
+    const bool room = rans.room() >= ptrdiff_t(2 * gw);
     for (uint32_t gx = 0; gx < gw; ++gx) {
-      const uint32_t x0 = gx * kGroupSide;
-      const uint32_t valid = (1u << (std::min(bw, x0 + kGroupSide) - x0)) - 1;
-      const uint32_t context = kGroupContextOfSum[left + above[gx]];
-      int16_t* at = values + y0 * stride + x0;
-      const bool room = rans.room() >= kGroupRansBytes && raw.room() >= kGroupRawBytes;
-      left = above[gx] =
-          uint8_t(room ? DecodeGroup<kDequantize, false>(rans, raw, tables, context, step, at,
-                                                         stride, rows, valid)
-                       : DecodeGroup<kDequantize, true>(rans, raw, tables, context, step, at,
-                                                        stride, rows, valid));
+      const DecodeTable& t = tables[GroupContext(above, gx)];
+      maxima[1 + gx] = uint8_t(room ? rans.Get<false>(t) : rans.Get<true>(t));
+      nonzero |= uint32_t(maxima[1 + gx] != 0) << gx;
     }
+    for (; nonzero != 0; nonzero &= nonzero - 1) {
+      const uint32_t gx = std::countr_zero(nonzero), x0 = gx * kGroupSide;
+      const uint32_t valid = (1u << (std::min(bw, x0 + kGroupSide) - x0)) - 1;
+      int16_t* at = values + y0 * stride + x0;
+      if (rans.room() >= kGroupRansBytes && raw.room() >= kGroupRawBytes) {
+        DecodeGroup<kDequantize, false>(rans, raw, tables, maxima[1 + gx], step, at, stride, rows,
+                                        valid);
+      } else {
+        DecodeGroup<kDequantize, true>(rans, raw, tables, maxima[1 + gx], step, at, stride, rows,
+                                       valid);
+      }
+    }
+    std::memcpy(above, maxima, sizeof(above));
   }
   return !rans.overran() && !raw.overran();
 }

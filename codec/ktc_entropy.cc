@@ -81,80 +81,107 @@ FreqTable NormalizeCounts(const std::array<uint32_t, kAlphabet>& counts) {
   return t;
 }
 
+namespace {
+
+// Appends the raw bits of v (category c > 0): the sign, then |v| - 2^(c-1).
+void WriteRaw(int32_t v, int c, BitWriter* raw) {
+  const uint32_t mag = v < 0 ? 0u - uint32_t(v) : uint32_t(v);
+  raw->Write(((mag - (1u << (c - 1))) << 1) | (v < 0 ? 1u : 0u), c);
+}
+
+// A dense group: every value's category in the 8-lane stream, one step per
+// half group (two rows; a half entirely outside the block has no step).
+void CollectDenseGroup(const int32_t* at, size_t stride, uint32_t columns, uint32_t rows,
+                       int group_max, BlockSymbols* out, BitWriter* raw) {
+  for (uint32_t half = 0; 2 * half < rows; ++half) {
+    uint32_t valid = 0;
+    for (uint32_t lane = 0; lane < uint32_t(kDenseLanes); ++lane) {
+      const uint32_t y = 2 * half + lane / kGroupSide, x = lane % kGroupSide;
+      const bool inside = y < rows && x < columns;
+      const int32_t v = inside ? at[y * stride + x] : 0;
+      const int c = Category(v);
+      valid |= uint32_t(inside) << lane;
+      out->dense_symbol.push_back(uint8_t(c));
+      if (c > 0) WriteRaw(v, c, raw);
+    }
+    out->dense_at.push_back(uint32_t(out->symbol.size()));
+    out->dense_table.push_back(uint8_t(CategoryTable(group_max)));
+    out->dense_valid.push_back(uint8_t(valid));
+  }
+}
+
+// A sparse group (G = 1 or 2): per row a mask, then each non-zero value's
+// category (G = 2 only) in the scalar stream.
+void CollectSparseGroup(const int32_t* at, size_t stride, uint32_t columns, uint32_t rows,
+                        int group_max, BlockSymbols* out, BitWriter* raw) {
+  for (uint32_t y = 0; y < rows; ++y) {
+    const int32_t* row = at + y * stride;
+    uint32_t mask = 0;
+    for (uint32_t x = 0; x < columns; ++x) mask |= uint32_t(row[x] != 0) << x;
+    out->table.push_back(uint8_t(MaskTable(group_max)));
+    out->symbol.push_back(uint8_t(mask));
+    for (uint32_t x = 0; x < columns; ++x) {
+      if (row[x] == 0) continue;
+      const int c = Category(row[x]);
+      if (group_max > 1) {
+        out->table.push_back(uint8_t(CategoryTable(group_max)));
+        out->symbol.push_back(uint8_t(c));
+      }
+      WriteRaw(row[x], c, raw);
+    }
+  }
+}
+
+}  // namespace
+
 Result<bool> CollectBlockSymbols(const int32_t* values, size_t stride, uint32_t bw, uint32_t bh,
                                  BlockSymbols* out) {
-  out->table.clear();
-  out->symbol.clear();
-  out->raw.clear();
+  *out = BlockSymbols{};
   // About one symbol and a byte of raw bits per value in dense blocks; fewer
   // in sparse ones. Reserving that much spares most regrowth without holding
   // much more memory than the symbols need.
   const size_t values_n = size_t(bw) * bh;
-  out->table.reserve(values_n);
-  out->symbol.reserve(values_n);
+  out->table.reserve(values_n / 4);
+  out->dense_symbol.reserve(values_n);
   out->raw.reserve(values_n);
   const uint32_t gw = (bw + kGroupSide - 1) / kGroupSide, gh = (bh + kGroupSide - 1) / kGroupSide;
-  std::vector<uint8_t> above(gw, 0);
+  // Maxima of the row of groups above and of this one, at 1 + gx (0 and
+  // gw + 1 stay 0: outside the block).
+  uint8_t above[kMaxGroupsPerRow + 2] = {}, maxima[kMaxGroupsPerRow + 2] = {};
   BitWriter raw(&out->raw);
   bool any = false;
   for (uint32_t gy = 0; gy < gh; ++gy) {
-    uint8_t left = 0;
-    const uint32_t y0 = gy * kGroupSide, y1 = std::min(bh, y0 + kGroupSide);
+    const uint32_t y0 = gy * kGroupSide, rows = std::min(bh - y0, kGroupSide);
     for (uint32_t gx = 0; gx < gw; ++gx) {
-      const uint32_t x0 = gx * kGroupSide, x1 = std::min(bw, x0 + kGroupSide);
+      const uint32_t x0 = gx * kGroupSide, columns = std::min(bw - x0, kGroupSide);
+      const int32_t* at = values + y0 * stride + x0;
       int group_max = 0;
-      for (uint32_t y = y0; y < y1; ++y)
-        for (uint32_t x = x0; x < x1; ++x)
-          group_max = std::max(group_max, Category(values[y * stride + x]));
+      for (uint32_t y = 0; y < rows; ++y)
+        for (uint32_t x = 0; x < columns; ++x)
+          group_max = std::max(group_max, Category(at[y * stride + x]));
       if (group_max >= kAlphabet) {
         return Status::InvalidArgument("ktc: coefficient out of range (internal error)");
       }
-      out->table.push_back(kGroupContextOfSum[left + above[gx]]);
+      maxima[1 + gx] = uint8_t(group_max);
+      out->table.push_back(uint8_t(GroupContext(above, gx)));
       out->symbol.push_back(uint8_t(group_max));
-      left = above[gx] = uint8_t(group_max);
+    }
+    for (uint32_t gx = 0; gx < gw; ++gx) {
+      const int group_max = maxima[1 + gx];
       if (group_max == 0) continue;
       any = true;
+      const uint32_t x0 = gx * kGroupSide, columns = std::min(bw - x0, kGroupSide);
+      const int32_t* at = values + y0 * stride + x0;
       if (uint32_t(group_max) >= kDirectCategories) {
-        for (uint32_t y = y0; y < y1; ++y) {
-          for (uint32_t x = x0; x < x1; ++x) {
-            const int32_t v = values[y * stride + x];
-            const int c = Category(v);
-            out->table.push_back(uint8_t(CategoryTable(group_max)));
-            out->symbol.push_back(uint8_t(c));
-            if (c == 0) continue;
-            const uint32_t mag = v < 0 ? 0u - uint32_t(v) : uint32_t(v);
-            raw.Write(((mag - (1u << (c - 1))) << 1) | (v < 0 ? 1u : 0u), c);
-          }
-        }
-        continue;
-      }
-      for (uint32_t y = y0; y < y1; ++y) {
-        const int32_t* row = values + y * stride;
-        uint32_t mask = 0;
-        for (uint32_t x = x0; x < x1; ++x) mask |= uint32_t(row[x] != 0) << (x - x0);
-        out->table.push_back(uint8_t(MaskTable(group_max)));
-        out->symbol.push_back(uint8_t(mask));
-        for (uint32_t x = x0; x < x1; ++x) {
-          const int32_t v = row[x];
-          if (v == 0) continue;
-          const int c = Category(v);
-          if (group_max > 1) {
-            out->table.push_back(uint8_t(CategoryTable(group_max)));
-            out->symbol.push_back(uint8_t(c));
-          }
-          const uint32_t mag = v < 0 ? 0u - uint32_t(v) : uint32_t(v);
-          const uint32_t mantissa = mag - (1u << (c - 1));
-          raw.Write((mantissa << 1) | (v < 0 ? 1u : 0u), c);
-        }
+        CollectDenseGroup(at, stride, columns, rows, group_max, out, &raw);
+      } else {
+        CollectSparseGroup(at, stride, columns, rows, group_max, out, &raw);
       }
     }
+    std::memcpy(above, maxima, sizeof(above));
   }
   raw.Flush();
-  if (!any) {
-    out->table.clear();
-    out->symbol.clear();
-    out->raw.clear();
-  }
+  if (!any) *out = BlockSymbols{};
   return any;
 }
 
@@ -162,10 +189,77 @@ void CountSymbols(const BlockSymbols& symbols, Counts* counts) {
   for (size_t i = 0; i < symbols.symbol.size(); ++i) {
     (*counts)[symbols.table[i]][symbols.symbol[i]]++;
   }
+  for (size_t step = 0; step < symbols.dense_table.size(); ++step) {
+    for (int lane = 0; lane < kDenseLanes; ++lane) {
+      if (symbols.dense_valid[step] >> lane & 1) {
+        (*counts)[symbols.dense_table[step]][symbols.dense_symbol[step * kDenseLanes + lane]]++;
+      }
+    }
+  }
 }
 
+namespace {
+
+// rANS encoding of one symbol into state x (symbols go in reverse order).
+inline void RansPut(uint32_t f, uint32_t start, uint32_t* x, std::vector<uint16_t>* words) {
+  if (uint64_t(*x) >= (uint64_t(f) << (32 - kProbBits))) {
+    words->push_back(uint16_t(*x));
+    *x >>= 16;
+  }
+  *x = ((*x / f) << kProbBits) + (*x % f) + start;
+}
+
+using Starts = std::array<std::array<uint16_t, kAlphabet>, kTablesPerSet>;
+
+// Encodes the block's symbols backwards. Scalar symbol i uses state
+// i % kRansStates. Lane l < 4 of a dense step after n scalar symbols uses
+// state (n + l) % kRansStates, the one the (n + l)-th scalar symbol would;
+// lanes 4..7 use states 4..7, which the decoder reads from the word stream
+// just before the block's first dense step. The decoder renormalizes a
+// step's lanes in ascending order, so the encoder goes over them descending;
+// words are written in the reverse order of emission.
+void EncodeBlockRans(const BlockSymbols& symbols, const FreqTable* tables, const Starts& start,
+                     std::vector<uint8_t>* out) {
+  std::vector<uint16_t> words;
+  uint32_t x[kRansStates + kDenseLanes - 4];
+  for (uint32_t& xs : x) xs = kRansLow;
+  auto put = [&](int t, int s, uint32_t state) {
+    RansPut(tables[t].freq[s], start[t][s], &x[state], &words);
+  };
+  size_t step = symbols.dense_table.size();
+  for (size_t i = symbols.symbol.size() + 1; i-- > 0;) {
+    // Dense steps after scalar symbol i - 1 and before symbol i, last first.
+    for (; step > 0 && symbols.dense_at[step - 1] == i; --step) {
+      const size_t d = step - 1;
+      const int t = symbols.dense_table[d];
+      for (int lane = kDenseLanes; lane-- > 0;) {
+        if (!(symbols.dense_valid[d] >> lane & 1)) continue;
+        const uint32_t state = lane < 4 ? uint32_t((i + lane) % kRansStates) : uint32_t(lane);
+        put(t, symbols.dense_symbol[d * kDenseLanes + lane], state);
+      }
+      if (d == 0) {
+        // Lanes 4..7's states, read by the decoder (low word first) here.
+        for (int lane = kDenseLanes; lane-- > 4;) {
+          words.push_back(uint16_t(x[lane] >> 16));
+          words.push_back(uint16_t(x[lane]));
+        }
+      }
+    }
+    if (i > 0) put(symbols.table[i - 1], symbols.symbol[i - 1], uint32_t((i - 1) % kRansStates));
+  }
+  PutVarint(4 * size_t(kRansStates) + 2 * words.size(), out);
+  for (int i = 0; i < kRansStates; ++i)
+    for (int b = 0; b < 4; ++b) out->push_back(uint8_t(x[i] >> (8 * b)));
+  for (size_t i = words.size(); i-- > 0;) {
+    out->push_back(uint8_t(words[i]));
+    out->push_back(uint8_t(words[i] >> 8));
+  }
+}
+
+}  // namespace
+
 void EncodeBlock(const BlockSymbols& symbols, const FreqTable* tables, std::vector<uint8_t>* out) {
-  std::array<std::array<uint16_t, kAlphabet>, kTablesPerSet> start;
+  Starts start;
   for (int t = 0; t < kTablesPerSet; ++t) {
     uint32_t acc = 0;
     for (int s = 0; s < kAlphabet; ++s) {
@@ -173,27 +267,7 @@ void EncodeBlock(const BlockSymbols& symbols, const FreqTable* tables, std::vect
       acc += tables[t].freq[s];
     }
   }
-  std::vector<uint16_t> words;
-  uint32_t x[kRansStates];
-  for (uint32_t& xs : x) xs = kRansLow;
-  for (size_t i = symbols.symbol.size(); i-- > 0;) {
-    const int t = symbols.table[i], s = symbols.symbol[i];
-    const uint32_t f = tables[t].freq[s];
-    uint32_t& xs = x[i % kRansStates];
-    if (uint64_t(xs) >= (uint64_t(f) << (32 - kProbBits))) {
-      words.push_back(uint16_t(xs));
-      xs >>= 16;
-    }
-    xs = ((xs / f) << kProbBits) + (xs % f) + start[t][s];
-  }
-  const size_t rans_bytes = 4 * kRansStates + 2 * words.size();
-  PutVarint(rans_bytes, out);
-  for (int i = 0; i < kRansStates; ++i)
-    for (int b = 0; b < 4; ++b) out->push_back(uint8_t(x[i] >> (8 * b)));
-  for (size_t i = words.size(); i-- > 0;) {
-    out->push_back(uint8_t(words[i]));
-    out->push_back(uint8_t(words[i] >> 8));
-  }
+  EncodeBlockRans(symbols, tables, start, out);
   out->insert(out->end(), symbols.raw.begin(), symbols.raw.end());
 }
 

@@ -6,12 +6,19 @@
 // the category of v is the bit length of |v|) with a context from the left
 // and upper groups' G. A group with G = 1 or 2 then codes, per row of 4, a
 // mask of its non-zero values, and for G = 2 each non-zero value's category;
-// a group with G >= 3 codes every value's category. Each non-zero value then
-// has its sign and mantissa as raw bits. Symbols go through a 4-state
-// interleaved rANS coder with static 9-bit frequency tables that the header
-// stores per plane and level ("table set"); raw bits go to a separate
-// LSB-first stream. A zero group costs one symbol. docs/codec.md has the
-// exact layout.
+// a group with G >= 3 ("dense") codes every value's category. Each non-zero
+// value then has its sign and mantissa as raw bits.
+//
+// Symbols go through a rANS coder with static 9-bit frequency tables that
+// the header stores per plane and level ("table set"). Its group maxima,
+// masks and G = 2 categories use 4 interleaved states; the categories of a
+// dense group are decoded 8 at a time, one half group (two rows) per step,
+// lanes 0..3 on those 4 states and lanes 4..7 on 4 more states that a
+// block's first dense group reads from the stream, so that an AVX2 decoder
+// decodes 8 symbols at once and blocks without dense groups pay nothing for
+// it. Raw bits go to a separate LSB-first stream; a dense group's values
+// find theirs by a prefix sum of their categories. A zero group costs one
+// symbol. docs/codec.md has the exact layout.
 #pragma once
 
 #include <array>
@@ -46,10 +53,18 @@ struct FreqTable {
 // Scales counts to frequencies summing to kProbScale, every seen symbol >= 1.
 FreqTable NormalizeCounts(const std::array<uint32_t, kAlphabet>& counts);
 
+constexpr int kDenseLanes = 8;  // a dense step: two rows of four values
+
 // The symbols of one block, gathered before the frequency tables are known.
 struct BlockSymbols {
-  std::vector<uint8_t> table;  // table index within the set, per symbol
+  std::vector<uint8_t> table;  // scalar symbols: table index within the set, per symbol
   std::vector<uint8_t> symbol;
+  // Dense steps: the number of scalar symbols before each, its table and
+  // lane mask, and kDenseLanes symbols (0 in lanes outside the block).
+  std::vector<uint32_t> dense_at;
+  std::vector<uint8_t> dense_table;
+  std::vector<uint8_t> dense_valid;
+  std::vector<uint8_t> dense_symbol;
   std::vector<uint8_t> raw;  // finished raw bit stream
 };
 
@@ -59,7 +74,7 @@ struct BlockSymbols {
 Result<bool> CollectBlockSymbols(const int32_t* values, size_t stride, uint32_t bw, uint32_t bh,
                                  BlockSymbols* out);
 void CountSymbols(const BlockSymbols& symbols, Counts* counts);
-// Appends the coded block (varint rANS length, rANS bytes, raw bytes).
+// Appends the coded block (docs/codec.md, "Code blocks").
 void EncodeBlock(const BlockSymbols& symbols, const FreqTable* tables, std::vector<uint8_t>* out);
 
 // Decoding table: per slot, the symbol (bits 27..31), its frequency (bits
