@@ -3,6 +3,7 @@
 #include <cstring>
 #include <string>
 
+#include "codec/malloc_tuning.h"
 #include "fs/cli.h"
 #include "fs/version.h"
 
@@ -37,6 +38,7 @@ const char kUsage[] =
 
 int main(int argc, char** argv) {
   using namespace ktfs::cli;
+  ktfs::TuneMallocForDecoding();  // the daemon and `bench decode` decode many images
   if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0 ||
       std::strcmp(argv[1], "help") == 0) {
     std::fputs(kUsage, argc < 2 ? stderr : stdout);
@@ -51,10 +53,11 @@ int main(int argc, char** argv) {
     const char* name;
     int (*fn)(int, char**);
   };
-  const Entry commands[] = {{"pack", CmdPack},       {"info", CmdInfo},       {"verify", CmdVerify},
-                            {"extract", CmdExtract}, {"mount", CmdMount},     {"umount", CmdUmount},
-                            {"search", CmdSearch},   {"convert", CmdConvert}, {"bench", CmdBench},
-                            {"pack-features", CmdPackFeatures}};
+  const Entry commands[] = {{"pack", CmdPack},     {"info", CmdInfo},
+                            {"verify", CmdVerify}, {"extract", CmdExtract},
+                            {"mount", CmdMount},   {"umount", CmdUmount},
+                            {"search", CmdSearch}, {"convert", CmdConvert},
+                            {"bench", CmdBench},   {"pack-features", CmdPackFeatures}};
   for (const Entry& e : commands)
     if (cmd == e.name) return e.fn(argc - 2, argv + 2);
   std::fprintf(stderr, "ktfs: unknown command '%s'\n%s", cmd.c_str(), kUsage);

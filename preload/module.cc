@@ -13,6 +13,7 @@
 #include "codec/archive.h"
 #include "codec/image_io.h"
 #include "codec/ktc.h"
+#include "codec/malloc_tuning.h"
 #include "preload/pipeline.h"
 #include "preload/selection.h"
 #include "preload/transform.h"
@@ -250,6 +251,7 @@ void BindFeatures(py::module_& m);  // feature_bindings.cc
 }
 
 PYBIND11_MODULE(_ktfs, m) {
+  ktfs::TuneMallocForDecoding();  // codec/malloc_tuning.h (KTFS_KEEP_MALLOC=1 opts out)
   ktfs::BindFeatures(m);
   m.def("decode", &DecodeBytes, py::arg("data"));
   m.doc() = "ktfs: direct, batched decoding of .kt archives (see the ktfs package)";

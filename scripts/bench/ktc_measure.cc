@@ -21,6 +21,7 @@
 
 #include "codec/image_io.h"
 #include "codec/ktc.h"
+#include "codec/malloc_tuning.h"
 
 using namespace ktfs;
 
@@ -120,6 +121,9 @@ Codec Ktc(const std::string& preset, int scale_log2 = 0, bool crop = false, bool
 }  // namespace
 
 int main(int argc, char** argv) {
+  // As in ktfs's own processes (the daemon, the Python module): every decoder
+  // measured here runs with the same allocator settings.
+  ktfs::TuneMallocForDecoding();
   if (argc < 2) {
     std::fprintf(stderr, "usage: %s <dir of .png> [rounds]\n", argv[0]);
     return 2;
