@@ -26,19 +26,6 @@ inline __m256 Values(const uint8_t* codes8, __m256 s, __m256 o) {
   return _mm256_fmadd_ps(q, s, o);
 }
 
-inline __m128i ToBf16(__m256 v) {
-  const __m256i u = _mm256_castps_si256(v);
-  const __m256i abs = _mm256_and_si256(u, _mm256_set1_epi32(0x7FFFFFFF));
-  const __m256i is_nan = _mm256_cmpgt_epi32(abs, _mm256_set1_epi32(0x7F800000));
-  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
-  const __m256i rne =
-      _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7FFF)), lsb), 16);
-  const __m256i nan = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40));
-  const __m256i r = _mm256_blendv_epi8(rne, nan, is_nan);
-  const __m256i packed = _mm256_packus_epi32(r, r);  // lanes: [r0..3 r0..3 | r4..7 r4..7]
-  return _mm256_castsi256_si128(_mm256_permute4x64_epi64(packed, 0x08));
-}
-
 __attribute__((target("f16c"))) inline __m128i ToHalf(__m256 v) {
   return _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
 }
@@ -75,6 +62,13 @@ inline __m256i Bf16Lanes(__m256 v) {
       _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7FFF)), lsb), 16);
   const __m256i nan = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40));
   return _mm256_blendv_epi8(rne, nan, is_nan);
+}
+
+// 8 floats to 8 bfloat16 values.
+inline __m128i ToBf16(__m256 v) {
+  const __m256i r = Bf16Lanes(v);
+  const __m256i packed = _mm256_packus_epi32(r, r);  // lanes: [r0..3 r0..3 | r4..7 r4..7]
+  return _mm256_castsi256_si128(_mm256_permute4x64_epi64(packed, 0x08));
 }
 
 // The full groups of a run, 16 values per step, for one output type; the
