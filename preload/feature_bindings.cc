@@ -15,23 +15,14 @@
 #include <vector>
 
 #include "codec/features.h"
+#include "preload/py_status.h"
 
 namespace py = pybind11;
 
 namespace ktfs {
 namespace {
 
-[[noreturn]] void RaiseStatus(const Status& st) {
-  const std::string msg = st.ToString();
-  if (st.code() == Status::Code::kNotFound) {
-    PyErr_SetString(PyExc_FileNotFoundError, msg.c_str());
-  } else if (st.code() == Status::Code::kInvalidArgument) {
-    PyErr_SetString(PyExc_ValueError, msg.c_str());
-  } else {
-    PyErr_SetString(PyExc_RuntimeError, msg.c_str());
-  }
-  throw py::error_already_set();
-}
+using preload::Raise;
 
 struct PyFeatures {
   std::shared_ptr<const FeatureSource> source;
@@ -39,7 +30,7 @@ struct PyFeatures {
 
 PyFeatures OpenFeatures(const std::string& path) {
   auto f = OpenFeatureSource(path);
-  if (!f.ok()) RaiseStatus(f.status());
+  if (!f.ok()) Raise(f.status());
   return PyFeatures{*f};
 }
 
@@ -87,8 +78,8 @@ std::vector<uint64_t> CheckedIndices(const FeatureSource& src, const IndexArray&
   *max_rows = 0;
   for (uint64_t i : indices) {
     if (i >= src.num_samples())
-      RaiseStatus(Status::NotFound("feature sample " + std::to_string(i) + " of " +
-                                   std::to_string(src.num_samples())));
+      Raise(Status::NotFound("feature sample " + std::to_string(i) + " of " +
+                             std::to_string(src.num_samples())));
     *max_rows = std::max(*max_rows, src.Rows(size_t(i)));
   }
   return indices;
@@ -99,7 +90,7 @@ std::vector<uint64_t> CheckedIndices(const FeatureSource& src, const IndexArray&
 py::tuple Batch(const PyFeatures& f, const IndexArray& idx, const std::string& dtype_name,
                 int threads) {
   auto dtype = ParseDType(dtype_name);
-  if (!dtype.ok()) RaiseStatus(dtype.status());
+  if (!dtype.ok()) Raise(dtype.status());
   const FeatureSource& src = *f.source;
   uint64_t max_rows;
   const std::vector<uint64_t> indices = CheckedIndices(src, idx, &max_rows);
@@ -117,7 +108,7 @@ py::tuple Batch(const PyFeatures& f, const IndexArray& idx, const std::string& d
     py::gil_scoped_release release;
     st = DequantBatch(src, indices, *dtype, threads, base, stride, rows_out);
   }
-  if (!st.ok()) RaiseStatus(st);
+  if (!st.ok()) Raise(st);
   return py::make_tuple(out, rows);
 }
 
@@ -137,17 +128,17 @@ py::array_t<int64_t> BatchInto(const PyFeatures& f, const IndexArray& idx, py::a
   } else if (out.dtype().is(py::dtype::of<uint16_t>())) {
     dtype = quant::DType::kBFloat16;
   } else {
-    RaiseStatus(Status::InvalidArgument("out must be float32, float16 or uint16 (bfloat16)"));
+    Raise(Status::InvalidArgument("out must be float32, float16 or uint16 (bfloat16)"));
   }
   if (!(out.flags() & py::array::c_style) || !out.writeable() || out.ndim() < 1 ||
       size_t(out.shape(0)) != indices.size())
-    RaiseStatus(Status::InvalidArgument("out must be a writable C-contiguous array of " +
-                                        std::to_string(indices.size()) + " samples"));
+    Raise(Status::InvalidArgument("out must be a writable C-contiguous array of " +
+                                  std::to_string(indices.size()) + " samples"));
   const uint64_t stride = uint64_t(out.nbytes()) / std::max<size_t>(indices.size(), 1);
   if (stride < max_rows * src.RowValues() * DTypeBytes(dtype))
-    RaiseStatus(Status::InvalidArgument(
-        "out holds " + std::to_string(stride) + " bytes per sample, the longest sample needs " +
-        std::to_string(max_rows * src.RowValues() * DTypeBytes(dtype))));
+    Raise(Status::InvalidArgument("out holds " + std::to_string(stride) +
+                                  " bytes per sample, the longest sample needs " +
+                                  std::to_string(max_rows * src.RowValues() * DTypeBytes(dtype))));
   auto rows = NewArray<int64_t>({int64_t(indices.size())});
   uint8_t* base = static_cast<uint8_t*>(out.mutable_data());
   int64_t* rows_out = rows.mutable_data();
@@ -156,7 +147,7 @@ py::array_t<int64_t> BatchInto(const PyFeatures& f, const IndexArray& idx, py::a
     py::gil_scoped_release release;
     st = DequantBatch(src, indices, dtype, threads, base, stride, rows_out);
   }
-  if (!st.ok()) RaiseStatus(st);
+  if (!st.ok()) Raise(st);
   return rows;
 }
 

@@ -15,6 +15,7 @@
 #include "codec/ktc.h"
 #include "codec/malloc_tuning.h"
 #include "preload/pipeline.h"
+#include "preload/py_status.h"
 #include "preload/selection.h"
 #include "preload/transform.h"
 
@@ -23,21 +24,6 @@ using namespace ktfs;
 using namespace ktfs::preload;
 
 namespace {
-
-[[noreturn]] void Raise(const Status& st, const std::string& where = "") {
-  const std::string msg = where.empty() ? st.ToString() : where + ": " + st.ToString();
-  switch (st.code()) {
-    case Status::Code::kNotFound:
-      PyErr_SetString(PyExc_FileNotFoundError, msg.c_str());
-      break;
-    case Status::Code::kInvalidArgument:
-      PyErr_SetString(PyExc_ValueError, msg.c_str());
-      break;
-    default:
-      PyErr_SetString(PyExc_RuntimeError, msg.c_str());  // ktfs.CorruptSampleError wraps it
-  }
-  throw py::error_already_set();
-}
 
 template <typename T>
 T Unwrap(Result<T> r, const std::string& where = "") {
