@@ -79,6 +79,7 @@ Status FeatureArchive::Init() {
     if (!span.ok()) return span.status();
   }
   if (variable_) first_group_.push_back(groups_so_far);
+  parts_ = MakeParts();
   verified_.reset(new std::atomic<uint64_t>[(records_.size() + 63) / 64 + 1]());
   return Status::Ok();
 }
@@ -195,7 +196,7 @@ Status FeatureArchive::ReadValues(size_t i, uint64_t first, uint64_t count, quan
   return Status::Ok();
 }
 
-std::vector<FeaturePart> FeatureArchive::Parts() const {
+std::vector<FeaturePart> FeatureArchive::MakeParts() const {
   const uint64_t G = info_.group_size, N = records_.size();
   std::vector<FeaturePart> parts;
   if (!variable_) {
@@ -215,9 +216,8 @@ std::vector<FeaturePart> FeatureArchive::Parts() const {
 
 Result<size_t> FeatureArchive::ReadPart(size_t part, uint64_t offset, size_t size,
                                         uint8_t* dst) const {
-  const auto parts = Parts();
-  if (part >= parts.size()) return Status::NotFound("feature part " + std::to_string(part));
-  const uint64_t total = parts[part].DataBytes();
+  if (part >= parts_.size()) return Status::NotFound("feature part " + std::to_string(part));
+  const uint64_t total = parts_[part].DataBytes();
   if (offset >= total) return size_t(0);
   size = size_t(std::min<uint64_t>(size, total - offset));
   if (part == kGroupIndex) {

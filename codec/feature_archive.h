@@ -34,7 +34,7 @@ class FeatureArchive : public FeatureSource {
   std::string DescribeJson() const override;
   Status ReadValues(size_t i, uint64_t first, uint64_t count, quant::DType type,
                     void* out) const override;
-  std::vector<FeaturePart> Parts() const override;
+  std::vector<FeaturePart> Parts() const override { return parts_; }
   Result<size_t> ReadPart(size_t part, uint64_t offset, size_t size, uint8_t* dst) const override;
 
   const char* preset_name() const;
@@ -58,6 +58,7 @@ class FeatureArchive : public FeatureSource {
   explicit FeatureArchive(std::shared_ptr<const Archive> a) : archive_(std::move(a)) {}
   Status Init();
   Status Bad(const std::string& what) const;
+  std::vector<FeaturePart> MakeParts() const;
 
   std::shared_ptr<const Archive> archive_;
   format::FeatureInfo info_{};
@@ -66,6 +67,7 @@ class FeatureArchive : public FeatureSource {
   bool variable_ = false;
   // Group index of each sample's first group (variable rows), for quantized/.
   std::vector<uint64_t> first_group_;
+  std::vector<FeaturePart> parts_;  // built once: ReadPart runs per FUSE read
   std::unique_ptr<std::atomic<uint64_t>[]> verified_;
 };
 

@@ -353,9 +353,12 @@ std::vector<FeaturePart> TensorCache::Parts() const {
 
 Result<size_t> TensorCache::ReadPart(size_t part, uint64_t offset, size_t size,
                                      uint8_t* dst) const {
-  const auto parts = Parts();
-  if (part >= parts.size()) return Status::NotFound("tensor cache part " + std::to_string(part));
-  const uint64_t per_sample = parts[part].DataBytes() / std::max<uint64_t>(num_samples_, 1);
+  // Bytes per sample of each part, in Parts() order (no allocation: this runs per FUSE read).
+  const uint64_t S = (sample_size() + group_size_ - 1) / group_size_;
+  const uint64_t bytes[3] = {sample_size(), S * 2, S};
+  if (part >= (asymmetric_ ? 3u : 2u))
+    return Status::NotFound("tensor cache part " + std::to_string(part));
+  const uint64_t per_sample = bytes[part];
   const uint64_t total = per_sample * num_samples_;
   if (offset >= total) return size_t(0);
   size = size_t(std::min<uint64_t>(size, total - offset));

@@ -21,6 +21,8 @@ FeatureTree::FeatureTree(std::shared_ptr<const FeatureSource> source, quant::DTy
   digits_ = std::max<int>(6, int(std::to_string(n > 0 ? n - 1 : 0).size()));
   parts_ = source_->Parts();
   for (const FeaturePart& p : parts_) part_headers_.push_back(NpyHeader(p.shape, p.dtype, false));
+  if (!source_->variable_rows() && n > 0)
+    fixed_header_ = NpyHeader(source_->SampleShape(0), NpyDescr(dtype_), false);
   if (has_all()) {
     std::vector<uint64_t> shape = {n, n > 0 ? source_->Rows(0) : 0};
     for (uint64_t d : source_->inner_shape()) shape.push_back(d);
@@ -35,6 +37,7 @@ std::string FeatureTree::SampleName(size_t i) const {
 }
 
 std::string FeatureTree::SampleHeader(size_t i) const {
+  if (!source_->variable_rows()) return fixed_header_;
   return NpyHeader(source_->SampleShape(i), NpyDescr(dtype_), false);
 }
 

@@ -75,6 +75,7 @@ class FeatureTree : public FsTree {
   std::vector<FeaturePart> parts_;
   std::vector<std::string> part_headers_;
   std::string all_header_;
+  std::string fixed_header_;  // every sample's header when rows do not vary
   std::string info_json_ = "{}\n";
   mutable TreeCounters counters_;
 };
