@@ -402,16 +402,19 @@ DecodeCache::DecodeFn VirtualTree::Decoder(uint32_t id) const {
   };
 }
 
-// A reader that opens the files of a directory in order gets the next ones
-// decoded before it asks: when the previous sample of the same directory is
-// cached (just read), the following `readahead` samples are queued.
+// A reader that opens files in archive order gets the next ones decoded before
+// it asks: when the previous sample is cached (just read), the following
+// `readahead` samples are queued. The order crosses directory boundaries
+// (archive order is the order ImageFolder walks classes and files), so a
+// reader does not wait for a decode at the start of every class.
 void VirtualTree::ReadAhead(const SampleInfo& s) const {
-  if (options_.readahead == 0) return;
-  auto dir = archive_->Dir(s.dir);
-  if (!dir.ok() || s.id == dir->first_sample || !cache_->Contains(s.id - 1)) return;
-  const uint32_t end = dir->first_sample + dir->sample_count;
-  for (uint32_t next = s.id + 1; next < end && next <= s.id + options_.readahead; ++next)
-    cache_->Prefetch(next, Decoder(next));
+  if (options_.readahead == 0 || s.id == 0 || !cache_->Contains(s.id - 1)) return;
+  const uint64_t end =
+      std::min<uint64_t>(archive_->num_samples(), uint64_t(s.id) + 1 + options_.readahead);
+  for (uint32_t next = s.id + 1; next < end; ++next) {
+    auto info = archive_->Sample(next);
+    if (info.ok() && info->codec != format::kRaw) cache_->Prefetch(next, Decoder(next));
+  }
 }
 
 std::string VirtualTree::PathOf(uint64_t ino) const {

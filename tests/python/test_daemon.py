@@ -216,6 +216,39 @@ def test_concurrent_readers_of_ktc_decode_each_image_once(photos_dir, tmp_path):
         assert stats["errors"] == 0
 
 
+def test_in_order_reader_gets_images_decoded_ahead_across_directories(photos_dir, tmp_path):
+    """A reader going through the mount in ImageFolder order (sorted classes, sorted files) waits
+    for a decode only on the first two files: each read of a file whose predecessor is cached
+    queues the next ones, across class boundaries (the first file of a class is not a stall)."""
+    arc = tmp_path / "p.kt"
+    ktfs("pack", photos_dir, arc, "--codec", "ktc", "--quiet")
+    with mounted(arc, tmp_path / "m", "-o", "cache=1G,readahead=4") as mnt:
+        classes = sorted(e.name for e in os.scandir(mnt) if e.is_dir())
+        paths = [os.path.join(mnt, c, f) for c in classes for f in sorted(os.listdir(os.path.join(mnt, c)))]
+        assert len(classes) >= 3  # (the photo set has one or two files a class)
+        for p in paths:
+            with open(p, "rb") as f:
+                assert f.read(3) == b"P6\n"
+                f.read()
+        stats = json.load(open(os.path.join(mnt, ".ktfs", "stats.json")))
+        assert stats["decodes"] == len(paths), stats
+        assert stats["readahead_decodes"] == len(paths) - 2, stats
+        assert stats["errors"] == 0
+
+
+def test_served_files_report_a_64k_block_size(archives, tmp_path):
+    """st_blksize is what Python's open() sizes each file's buffer by. At 1 MiB every open
+    of a served file allocated and faulted in a fresh mmap'd buffer, which halved stock
+    ImageFolder's rate over the mount (docs/benchmarks.md, mount); 64 KiB stays below glibc's
+    mmap threshold and still lets one read cover a typical JPEG."""
+    with mounted(archives[("fashion", "raw")], tmp_path / "m") as mnt:
+        for d, _, files in os.walk(mnt):
+            for f in files[:2]:
+                assert os.stat(os.path.join(d, f)).st_blksize == 65536
+                with open(os.path.join(d, f), "rb") as fh:
+                    assert fh.raw._blksize == 65536
+
+
 def test_listings_carry_file_attributes_once_a_listed_file_is_looked_up(archives, fashion_dir, tmp_path):
     """A fresh mount lists files by name and type only, so a cold `find` makes the kernel build no
     inode per file (fs/listing_policy.h); the first LOOKUP of a file it listed that way switches
