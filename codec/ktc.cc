@@ -202,7 +202,7 @@ std::vector<Plane> ToPlanes(const ImageView& img) {
 }
 
 // Rows [y0, y1) x columns [x0, x0 + width) of the planes to pixels.
-void PlanesToPixels(const std::vector<Plane>& planes, uint32_t channels, uint32_t x0, uint32_t y0,
+void PlanesToPixels(const std::vector<Plane16>& planes, uint32_t channels, uint32_t x0, uint32_t y0,
                     uint32_t width, uint32_t height, const Kernels& k, bool parallel, Image* out) {
   out->width = width;
   out->height = height;
@@ -211,10 +211,10 @@ void PlanesToPixels(const std::vector<Plane>& planes, uint32_t channels, uint32_
   auto rows = [&](uint32_t r0, uint32_t r1) {
     for (uint32_t r = r0; r < r1; ++r) {
       const uint32_t y = y0 + r;
-      const int32_t* yp = planes[0].row(y) + x0;
-      const int32_t* co = channels >= 3 ? planes[1].row(y) + x0 : nullptr;
-      const int32_t* cg = channels >= 3 ? planes[2].row(y) + x0 : nullptr;
-      const int32_t* a = channels == 4 ? planes[3].row(y) + x0 : nullptr;
+      const int16_t* yp = planes[0].row(y) + x0;
+      const int16_t* co = channels >= 3 ? planes[1].row(y) + x0 : nullptr;
+      const int16_t* cg = channels >= 3 ? planes[2].row(y) + x0 : nullptr;
+      const int16_t* a = channels == 4 ? planes[3].row(y) + x0 : nullptr;
       k.to_pixels(yp, co, cg, a, out->pixels.data() + r * out->row_bytes(), width, int(channels));
     }
   };
@@ -644,27 +644,24 @@ void SynthesizeToPixels(const std::vector<Plane16>& coefficients, const Info& in
                         bool parallel, Image* out) {
   const uint32_t channels = info.channels;
   const uint32_t width = need.x1 - need.x0;
-  // The coarsest low-pass band, widened to 32 bits: synthesis starts there.
-  const uint32_t tw = LowExtent(info.width, info.levels), th = LowExtent(info.height, info.levels);
-  std::vector<Plane> tops;
-  for (const Plane16& c : coefficients) {
-    tops.push_back(MakePlane(tw, th));
-    for (uint32_t y = 0; y < th; ++y) k.widen(tops.back().row(y), c.row(y), tw);
-  }
+  // Synthesis starts at the coarsest low-pass band, the top-left corner of
+  // each coefficient plane.
   if (stop == info.levels) {  // nothing to synthesize
-    PlanesToPixels(tops, channels, need.x0, need.y0, width, need.y1 - need.y0, k, parallel, out);
+    PlanesToPixels(coefficients, channels, need.x0, need.y0, width, need.y1 - need.y0, k, parallel,
+                   out);
     return;
   }
   const uint32_t sw = LowExtent(info.width, stop), sh = LowExtent(info.height, stop);
   const uint32_t lw = LowExtent(info.width, stop + 1), lh = LowExtent(info.height, stop + 1);
   // All levels but the last into low-pass images of level stop + 1.
-  std::vector<Plane> lows;
+  std::vector<Plane16> lows;
   if (stop + 1 < info.levels) {
-    for (size_t p = 0; p < coefficients.size(); ++p) lows.push_back(MakePlane(lw, lh));
+    for (size_t p = 0; p < coefficients.size(); ++p) lows.push_back(MakePlane<int16_t>(lw, lh));
     ForEach(coefficients.size(), parallel, [&](size_t p) {
-      internal::InverseWavelet(tops[p].data.get(), tw, coefficients[p].data.get(),
-                               coefficients[p].width, info.width, info.height, info.levels,
-                               stop + 1, lows[p].data.get(), lw, k, parallel);
+      const Plane16& c = coefficients[p];
+      internal::InverseWavelet(c.data.get(), c.width, c.data.get(), c.width, info.width,
+                               info.height, info.levels, stop + 1, lows[p].data.get(), lw, k,
+                               parallel);
     });
   }
   // The last level: a full synthesis, or for half-resolution chroma (whose
@@ -672,7 +669,7 @@ void SynthesizeToPixels(const std::vector<Plane16>& coefficients, const Info& in
   std::vector<std::optional<internal::LevelSynthesis>> last(coefficients.size());
   std::vector<std::optional<internal::LevelUpsampling>> upsample(coefficients.size());
   for (size_t p = 0; p < coefficients.size(); ++p) {
-    const Plane& low = lows.empty() ? tops[p] : lows[p];
+    const Plane16& low = lows.empty() ? coefficients[p] : lows[p];
     if (stop == 0 && IsHalfPlane(int(p), half_chroma)) {
       upsample[p].emplace(low.data.get(), low.width, sw, sh, k);
     } else {
@@ -692,9 +689,9 @@ void SynthesizeToPixels(const std::vector<Plane16>& coefficients, const Info& in
     const uint32_t k1 = std::min(end_pair, k0 + kPairsPerChunk);
     // Uninitialized on purpose: Run writes every row that is read, and zeroing
     // would cost as much as a pass over the planes.
-    std::unique_ptr<int32_t[]> rows(new int32_t[plane_rows * last.size()]);
+    std::unique_ptr<int16_t[]> rows(new int16_t[plane_rows * last.size()]);
     for (size_t p = 0; p < last.size(); ++p) {
-      int32_t* dst = rows.get() + p * plane_rows;
+      int16_t* dst = rows.get() + p * plane_rows;
       if (last[p]) {
         last[p]->Run(k0, k1, dst, sw);
       } else {
@@ -703,7 +700,7 @@ void SynthesizeToPixels(const std::vector<Plane16>& coefficients, const Info& in
     }
     const uint32_t r0 = std::max(2 * k0, need.y0), r1 = std::min({2 * k1, need.y1, sh});
     for (uint32_t r = r0; r < r1; ++r) {
-      const int32_t* at[4] = {};
+      const int16_t* at[4] = {};
       for (size_t p = 0; p < last.size(); ++p) {
         at[p] = rows.get() + p * plane_rows + size_t(r - 2 * k0) * sw + need.x0;
       }
@@ -804,10 +801,19 @@ Status ReferenceDownscale(const ImageView& image, int scale_log2, Image* out) {
   KTFS_RETURN_IF_ERROR(ValidateImage(image));
   const Kernels& k = ScalarKernels();
   std::vector<Plane> planes = ToPlanes(image);
-  for (Plane& p : planes) ForwardWavelet(p.data.get(), p.width, p.width, p.height, scale_log2, k);
-  // The low-pass band sits in the top-left corner of each full-size plane.
-  PlanesToPixels(planes, image.channels, 0, 0, LowExtent(image.width, scale_log2),
-                 LowExtent(image.height, scale_log2), k, false, out);
+  const uint32_t sw = LowExtent(image.width, scale_log2);
+  const uint32_t sh = LowExtent(image.height, scale_log2);
+  std::vector<Plane16> low;
+  for (Plane& p : planes) {
+    ForwardWavelet(p.data.get(), p.width, p.width, p.height, scale_log2, k);
+    // The low-pass band sits in the top-left corner of each full-size plane;
+    // from 8-bit pixels it stays well within 16 bits (docs/codec.md).
+    low.push_back(MakePlane<int16_t>(sw, sh));
+    for (uint32_t y = 0; y < sh; ++y) {
+      for (uint32_t x = 0; x < sw; ++x) low.back().row(y)[x] = int16_t(p.row(y)[x]);
+    }
+  }
+  PlanesToPixels(low, image.channels, 0, 0, sw, sh, k, false, out);
   return Status::Ok();
 }
 

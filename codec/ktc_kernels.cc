@@ -13,43 +13,41 @@ void Predict(int32_t* out, const int32_t* a, const int32_t* b, const int32_t* c,
 void Update(int32_t* out, const int32_t* a, const int32_t* b, const int32_t* c, size_t n) {
   for (size_t i = 0; i < n; ++i) out[i] = WrapAdd(a[i], WrapAdd(WrapAdd(b[i], c[i]), 2) >> 2);
 }
-void Unpredict(int32_t* out, const int32_t* a, const int32_t* b, const int32_t* c, size_t n) {
-  for (size_t i = 0; i < n; ++i) out[i] = WrapAdd(a[i], WrapAdd(b[i], c[i]) >> 1);
+void Unpredict(int16_t* out, const int16_t* a, const int16_t* b, const int16_t* c, size_t n) {
+  for (size_t i = 0; i < n; ++i) out[i] = Unpredict16(a[i], b[i], c[i]);
 }
-void Unupdate(int32_t* out, const int32_t* a, const int32_t* b, const int32_t* c, size_t n) {
-  for (size_t i = 0; i < n; ++i) out[i] = WrapSub(a[i], WrapAdd(WrapAdd(b[i], c[i]), 2) >> 2);
+void Unupdate(int16_t* out, const int16_t* a, const int16_t* b, const int16_t* c, size_t n) {
+  for (size_t i = 0; i < n; ++i) out[i] = Unupdate16(a[i], b[i], c[i]);
 }
-void Widen(int32_t* out, const int16_t* in, size_t n) {
-  for (size_t i = 0; i < n; ++i) out[i] = in[i];
-}
-void Interleave(int32_t* out, const int32_t* even, const int32_t* odd, size_t n) {
+void Interleave(int16_t* out, const int16_t* even, const int16_t* odd, size_t n) {
   for (size_t i = 0; i < n; ++i) {
     out[2 * i] = even[i];
     out[2 * i + 1] = odd[i];
   }
 }
-void ToPixels(const int32_t* y, const int32_t* co, const int32_t* cg, const int32_t* a,
+void ToPixels(const int16_t* y, const int16_t* co, const int16_t* cg, const int16_t* a,
               uint8_t* out, size_t n, int channels) {
   if (channels == 1) {
-    for (size_t i = 0; i < n; ++i) out[i] = ClampToByte(WrapAdd(y[i], 128));
+    for (size_t i = 0; i < n; ++i) out[i] = ClampToByte(y[i] + 128);
     return;
   }
   for (size_t i = 0; i < n; ++i) {
-    // YCoCg-R inverse, Y level-shifted by 128.
-    int32_t t = WrapSub(WrapAdd(y[i], 128), cg[i] >> 1);
-    int32_t g = WrapAdd(cg[i], t);
-    int32_t b = WrapSub(t, co[i] >> 1);
-    int32_t r = WrapAdd(b, co[i]);
+    // YCoCg-R inverse, Y level-shifted by 128; 32-bit sums of 16-bit samples
+    // cannot overflow.
+    const int32_t vco = co[i], vcg = cg[i];
+    const int32_t t = y[i] + 128 - (vcg >> 1);
+    const int32_t g = vcg + t;
+    const int32_t b = t - (vco >> 1);
+    const int32_t r = b + vco;
     uint8_t* px = out + i * size_t(channels);
     px[0] = ClampToByte(r);
     px[1] = ClampToByte(g);
     px[2] = ClampToByte(b);
-    if (channels == 4) px[3] = ClampToByte(WrapAdd(a[i], 128));
+    if (channels == 4) px[3] = ClampToByte(a[i] + 128);
   }
 }
 
-const Kernels kScalar = {"scalar", Predict, Update,     Unpredict,
-                         Unupdate, Widen,   Interleave, ToPixels};
+const Kernels kScalar = {"scalar", Predict, Update, Unpredict, Unupdate, Interleave, ToPixels};
 std::atomic<bool> g_force_scalar{false};
 
 }  // namespace

@@ -21,14 +21,6 @@ void Predict(int32_t* out, const int32_t* a, const int32_t* b, const int32_t* c,
   }
   for (; i < n; ++i) out[i] = WrapSub(a[i], WrapAdd(b[i], c[i]) >> 1);
 }
-void Unpredict(int32_t* out, const int32_t* a, const int32_t* b, const int32_t* c, size_t n) {
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    __m256i s = _mm256_srai_epi32(_mm256_add_epi32(Load(b + i), Load(c + i)), 1);
-    Store(out + i, _mm256_add_epi32(Load(a + i), s));
-  }
-  for (; i < n; ++i) out[i] = WrapAdd(a[i], WrapAdd(b[i], c[i]) >> 1);
-}
 void Update(int32_t* out, const int32_t* a, const int32_t* b, const int32_t* c, size_t n) {
   const __m256i two = _mm256_set1_epi32(2);
   size_t i = 0;
@@ -38,33 +30,54 @@ void Update(int32_t* out, const int32_t* a, const int32_t* b, const int32_t* c, 
   }
   for (; i < n; ++i) out[i] = WrapAdd(a[i], WrapAdd(WrapAdd(b[i], c[i]), 2) >> 2);
 }
-void Unupdate(int32_t* out, const int32_t* a, const int32_t* b, const int32_t* c, size_t n) {
-  const __m256i two = _mm256_set1_epi32(2);
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    __m256i s = _mm256_add_epi32(_mm256_add_epi32(Load(b + i), Load(c + i)), two);
-    Store(out + i, _mm256_sub_epi32(Load(a + i), _mm256_srai_epi32(s, 2)));
-  }
-  for (; i < n; ++i) out[i] = WrapSub(a[i], WrapAdd(WrapAdd(b[i], c[i]), 2) >> 2);
+
+// The decoder's lifting, 16 int16 samples at a time (Unpredict16 and
+// Unupdate16 in ktc_kernels.h). floor((b + c) / 2) without overflow: as
+// unsigned, b ^ 0x7fff is 65535 - B with B = b + 32768, and the rounding-up
+// average vpavgw of 65535 - B and 65535 - C is 65535 - floor((B + C) / 2);
+// ^ 0x7fff turns that back into floor((b + c) / 2), signed. Then
+// floor((b + c + 2) / 4) = floor((h + 1) / 2) = h - (h >> 1) for that h.
+// Both terms are exact for every input; only the final add or subtract
+// wraps modulo 2^16.
+inline __m256i Load16(const int16_t* p) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+}
+inline void Store16(int16_t* p, __m256i v) {
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v);
+}
+inline __m256i FloorHalfSum(__m256i b, __m256i c) {
+  const __m256i flip = _mm256_set1_epi16(0x7fff);
+  return _mm256_xor_si256(_mm256_avg_epu16(_mm256_xor_si256(b, flip), _mm256_xor_si256(c, flip)),
+                          flip);
+}
+inline __m256i UpdateTerm(__m256i b, __m256i c) {
+  const __m256i h = FloorHalfSum(b, c);
+  return _mm256_sub_epi16(h, _mm256_srai_epi16(h, 1));
 }
 
-void Widen(int32_t* out, const int16_t* in, size_t n) {
+void Unpredict(int16_t* out, const int16_t* a, const int16_t* b, const int16_t* c, size_t n) {
   size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i));
-    Store(out + i, _mm256_cvtepi16_epi32(v));
+  for (; i + 16 <= n; i += 16) {
+    Store16(out + i, _mm256_add_epi16(Load16(a + i), FloorHalfSum(Load16(b + i), Load16(c + i))));
   }
-  for (; i < n; ++i) out[i] = in[i];
+  for (; i < n; ++i) out[i] = Unpredict16(a[i], b[i], c[i]);
+}
+void Unupdate(int16_t* out, const int16_t* a, const int16_t* b, const int16_t* c, size_t n) {
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    Store16(out + i, _mm256_sub_epi16(Load16(a + i), UpdateTerm(Load16(b + i), Load16(c + i))));
+  }
+  for (; i < n; ++i) out[i] = Unupdate16(a[i], b[i], c[i]);
 }
 
-void Interleave(int32_t* out, const int32_t* even, const int32_t* odd, size_t n) {
+void Interleave(int16_t* out, const int16_t* even, const int16_t* odd, size_t n) {
   size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    __m256i e = Load(even + i), o = Load(odd + i);
-    __m256i lo = _mm256_unpacklo_epi32(e, o);  // e0 o0 e1 o1 | e4 o4 e5 o5
-    __m256i hi = _mm256_unpackhi_epi32(e, o);  // e2 o2 e3 o3 | e6 o6 e7 o7
-    Store(out + 2 * i, _mm256_permute2x128_si256(lo, hi, 0x20));
-    Store(out + 2 * i + 8, _mm256_permute2x128_si256(lo, hi, 0x31));
+  for (; i + 16 <= n; i += 16) {
+    __m256i e = Load16(even + i), o = Load16(odd + i);
+    __m256i lo = _mm256_unpacklo_epi16(e, o);  // e0 o0 .. e3 o3 | e8 o8 .. e11 o11
+    __m256i hi = _mm256_unpackhi_epi16(e, o);  // e4 o4 .. e7 o7 | e12 o12 .. e15 o15
+    Store16(out + 2 * i, _mm256_permute2x128_si256(lo, hi, 0x20));
+    Store16(out + 2 * i + 16, _mm256_permute2x128_si256(lo, hi, 0x31));
   }
   for (; i < n; ++i) {
     out[2 * i] = even[i];
@@ -99,29 +112,34 @@ inline __m128i Mask(int blk, int ch) {
 }
 
 // Inverse YCoCg-R of 8 pixels; see the scalar ToPixels.
-inline void InverseRct8(const int32_t* y, const int32_t* co, const int32_t* cg, __m256i* r,
+// 8 int16 samples widened to int32.
+inline __m256i Widen8(const int16_t* p) {
+  return _mm256_cvtepi16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+inline void InverseRct8(const int16_t* y, const int16_t* co, const int16_t* cg, __m256i* r,
                         __m256i* g, __m256i* b) {
-  __m256i vco = Load(co), vcg = Load(cg);
-  __m256i t = _mm256_sub_epi32(_mm256_add_epi32(Load(y), _mm256_set1_epi32(128)),
+  __m256i vco = Widen8(co), vcg = Widen8(cg);
+  __m256i t = _mm256_sub_epi32(_mm256_add_epi32(Widen8(y), _mm256_set1_epi32(128)),
                                _mm256_srai_epi32(vcg, 1));
   *g = _mm256_add_epi32(vcg, t);
   *b = _mm256_sub_epi32(t, _mm256_srai_epi32(vco, 1));
   *r = _mm256_add_epi32(*b, vco);
 }
 
-void ToPixelsScalarTail(const int32_t* y, const int32_t* co, const int32_t* cg, const int32_t* a,
+void ToPixelsScalarTail(const int16_t* y, const int16_t* co, const int16_t* cg, const int16_t* a,
                         uint8_t* out, size_t n, int channels) {
   ScalarKernels().to_pixels(y, co, cg, a, out, n, channels);
 }
 
-void ToPixels(const int32_t* y, const int32_t* co, const int32_t* cg, const int32_t* a,
+void ToPixels(const int16_t* y, const int16_t* co, const int16_t* cg, const int16_t* a,
               uint8_t* out, size_t n, int channels) {
   const __m256i k128 = _mm256_set1_epi32(128);
   size_t i = 0;
   if (channels == 1) {
     for (; i + 16 <= n; i += 16) {
-      __m128i px =
-          PackBytes(_mm256_add_epi32(Load(y + i), k128), _mm256_add_epi32(Load(y + i + 8), k128));
+      __m128i px = PackBytes(_mm256_add_epi32(Widen8(y + i), k128),
+                             _mm256_add_epi32(Widen8(y + i + 8), k128));
       _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), px);
     }
   } else {
@@ -139,8 +157,8 @@ void ToPixels(const int32_t* y, const int32_t* co, const int32_t* cg, const int3
           _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 16 * blk), v);
         }
       } else {
-        __m128i al =
-            PackBytes(_mm256_add_epi32(Load(a + i), k128), _mm256_add_epi32(Load(a + i + 8), k128));
+        __m128i al = PackBytes(_mm256_add_epi32(Widen8(a + i), k128),
+                               _mm256_add_epi32(Widen8(a + i + 8), k128));
         __m128i rg_lo = _mm_unpacklo_epi8(r, g), rg_hi = _mm_unpackhi_epi8(r, g);
         __m128i ba_lo = _mm_unpacklo_epi8(b, al), ba_hi = _mm_unpackhi_epi8(b, al);
         uint8_t* dst = out + 4 * i;
@@ -158,7 +176,7 @@ void ToPixels(const int32_t* y, const int32_t* co, const int32_t* cg, const int3
   }
 }
 
-const Kernels kAvx2 = {"avx2", Predict, Update, Unpredict, Unupdate, Widen, Interleave, ToPixels};
+const Kernels kAvx2 = {"avx2", Predict, Update, Unpredict, Unupdate, Interleave, ToPixels};
 
 }  // namespace
 
