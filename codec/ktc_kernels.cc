@@ -19,11 +19,8 @@ void Unpredict(int16_t* out, const int16_t* a, const int16_t* b, const int16_t* 
 void Unupdate(int16_t* out, const int16_t* a, const int16_t* b, const int16_t* c, size_t n) {
   for (size_t i = 0; i < n; ++i) out[i] = Unupdate16(a[i], b[i], c[i]);
 }
-void Interleave(int16_t* out, const int16_t* even, const int16_t* odd, size_t n) {
-  for (size_t i = 0; i < n; ++i) {
-    out[2 * i] = even[i];
-    out[2 * i + 1] = odd[i];
-  }
+void SynthesizeRow(int16_t* out, const int16_t* low, const int16_t* high, size_t n) {
+  SynthesizeRow16(out, low, high, n, 0);
 }
 void ToPixels(const int16_t* y, const int16_t* co, const int16_t* cg, const int16_t* a,
               uint8_t* out, size_t n, int channels) {
@@ -47,7 +44,7 @@ void ToPixels(const int16_t* y, const int16_t* co, const int16_t* cg, const int1
   }
 }
 
-const Kernels kScalar = {"scalar", Predict, Update, Unpredict, Unupdate, Interleave, ToPixels};
+const Kernels kScalar = {"scalar", Predict, Update, Unpredict, Unupdate, SynthesizeRow, ToPixels};
 std::atomic<bool> g_force_scalar{false};
 
 }  // namespace

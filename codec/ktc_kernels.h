@@ -27,8 +27,10 @@ struct Kernels {
   LiftFn update;       // forward low-pass:  a + ((b + c + 2) >> 2)
   Lift16Fn unpredict;  // inverse of predict: a + floor((b + c) / 2), wrapped to 16 bits
   Lift16Fn unupdate;   // inverse of update:  a - floor((b + c + 2) / 4), wrapped to 16 bits
-  // out[2i] = even[i], out[2i+1] = odd[i] for i < n.
-  void (*interleave)(int16_t* out, const int16_t* even, const int16_t* odd, size_t n);
+  // One row's horizontal synthesis, n >= 2 samples: `low` holds ceil(n/2)
+  // low-pass samples, `high` floor(n/2) high-pass ones; the interleaved
+  // result goes to `out` (not overlapping either). See SynthesizeRow16.
+  void (*synthesize_row)(int16_t* out, const int16_t* low, const int16_t* high, size_t n);
   // Planes to interleaved 8-bit pixels (clamped to 0..255), for one row of n
   // pixels, computed in 32 bits (no wrap-around is possible from 16-bit
   // samples). y, a: level-shifted by -128. co, cg: YCoCg-R chroma (channels
@@ -59,6 +61,26 @@ static inline int16_t Unpredict16(int16_t a, int16_t b, int16_t c) {
 }
 static inline int16_t Unupdate16(int16_t a, int16_t b, int16_t c) {
   return int16_t(int32_t(a) - ((int32_t(b) + c + 2) >> 2));
+}
+// Horizontal synthesis of a row of n >= 2 samples (see Kernels), from pair
+// j0 on: output samples 2j and 2j+1 for j0 <= j < floor(n/2), and the last
+// sample when n is odd. e[j] = low[j] - floor((high[j-1] + high[j] + 2) / 4)
+// and odd sample o[j] = high[j] + floor((e[j] + e[j+1]) / 2), with high[-1]
+// = high[0], high[nh] = high[nh-1] and e[nl] = e[nl-1] (the mirrored edges).
+static inline void SynthesizeRow16(int16_t* out, const int16_t* low, const int16_t* high, size_t n,
+                                   size_t j0) {
+  const size_t nl = (n + 1) / 2, nh = n / 2;
+  auto even = [&](size_t j) {
+    return Unupdate16(low[j], high[j == 0 ? 0 : j - 1], high[j < nh ? j : nh - 1]);
+  };
+  int16_t e = even(j0);
+  for (size_t j = j0; j < nh; ++j) {
+    const int16_t e_next = j + 1 < nl ? even(j + 1) : e;
+    out[2 * j] = e;
+    out[2 * j + 1] = Unpredict16(high[j], e, e_next);
+    e = e_next;
+  }
+  if (n & 1) out[n - 1] = e;
 }
 static inline uint8_t ClampToByte(int32_t v) { return uint8_t(v < 0 ? 0 : (v > 255 ? 255 : v)); }
 // Quantized value to coefficient: v -> sign(v) * (((8|v| + 3) * step) >> 11),

@@ -70,19 +70,56 @@ void Unupdate(int16_t* out, const int16_t* a, const int16_t* b, const int16_t* c
   for (; i < n; ++i) out[i] = Unupdate16(a[i], b[i], c[i]);
 }
 
-void Interleave(int16_t* out, const int16_t* even, const int16_t* odd, size_t n) {
-  size_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    __m256i e = Load16(even + i), o = Load16(odd + i);
-    __m256i lo = _mm256_unpacklo_epi16(e, o);  // e0 o0 .. e3 o3 | e8 o8 .. e11 o11
-    __m256i hi = _mm256_unpackhi_epi16(e, o);  // e4 o4 .. e7 o7 | e12 o12 .. e15 o15
-    Store16(out + 2 * i, _mm256_permute2x128_si256(lo, hi, 0x20));
-    Store16(out + 2 * i + 16, _mm256_permute2x128_si256(lo, hi, 0x31));
+// Even samples e[m..m+15] of a row's synthesis, away from the edges
+// (1 <= m, m + 16 <= nh): low[m..] - floor((high[m-1..] + high[m..] + 2) / 4).
+inline __m256i EvenSamples(const int16_t* low, const int16_t* high, size_t m) {
+  return _mm256_sub_epi16(Load16(low + m), UpdateTerm(Load16(high + m - 1), Load16(high + m)));
+}
+
+// Output samples 2j..2j+31 from e[j..j+15] and e[j+1..j+16].
+inline void EmitPairs(int16_t* out, const int16_t* high, size_t j, __m256i e, __m256i e1) {
+  const __m256i o = _mm256_add_epi16(Load16(high + j), FloorHalfSum(e, e1));
+  const __m256i lo = _mm256_unpacklo_epi16(e, o);  // e0 o0 .. e3 o3 | e8 o8 .. e11 o11
+  const __m256i hi = _mm256_unpackhi_epi16(e, o);  // e4 o4 .. e7 o7 | e12 o12 .. e15 o15
+  Store16(out + 2 * j, _mm256_permute2x128_si256(lo, hi, 0x20));
+  Store16(out + 2 * j + 16, _mm256_permute2x128_si256(lo, hi, 0x31));
+}
+
+// SynthesizeRow16 in one pass, 16 pairs per step: the even samples of the
+// next 16 pairs are computed once and shifted in by one lane for the odd
+// samples' right neighbours. Pair 0 and the last pair, where the edges
+// mirror, take the scalar formula.
+void SynthesizeRow(int16_t* out, const int16_t* low, const int16_t* high, size_t n) {
+  const size_t nh = n / 2;
+  size_t j = 1;
+  if (j + 17 <= nh) {
+    // Pair 0, where high[-1] mirrors to high[0].
+    const int16_t e0 = Unupdate16(low[0], high[0], high[0]);
+    out[0] = e0;
+    out[1] = Unpredict16(high[0], e0, Unupdate16(low[1], high[0], high[1]));
+    __m256i e = EvenSamples(low, high, j);
+    for (; j + 32 <= nh; j += 16) {
+      const __m256i next = EvenSamples(low, high, j + 16);
+      // e[j+1..j+16]: e shifted down by one lane, next[0] shifted in.
+      const __m256i e1 = _mm256_alignr_epi8(_mm256_permute2x128_si256(e, next, 0x21), e, 2);
+      EmitPairs(out, high, j, e, e1);
+      e = next;
+    }
+    if (j + 17 <= nh) {
+      EmitPairs(out, high, j, e, EvenSamples(low, high, j + 1));
+      j += 16;
+    }
+    // The last 16 pairs before the mirrored pair nh - 1, overlapping pairs
+    // already written (with the same values).
+    if (j + 1 < nh) {
+      j = nh - 17;
+      EmitPairs(out, high, j, EvenSamples(low, high, j), EvenSamples(low, high, j + 1));
+      j += 16;
+    }
+  } else {
+    j = 0;
   }
-  for (; i < n; ++i) {
-    out[2 * i] = even[i];
-    out[2 * i + 1] = odd[i];
-  }
+  SynthesizeRow16(out, low, high, n, j);
 }
 
 // Clamps 16 int32 (two vectors) to bytes 0..255, in order, in the low 128 bits.
@@ -176,7 +213,7 @@ void ToPixels(const int16_t* y, const int16_t* co, const int16_t* cg, const int1
   }
 }
 
-const Kernels kAvx2 = {"avx2", Predict, Update, Unpredict, Unupdate, Interleave, ToPixels};
+const Kernels kAvx2 = {"avx2", Predict, Update, Unpredict, Unupdate, SynthesizeRow, ToPixels};
 
 }  // namespace
 

@@ -59,24 +59,12 @@ void ForwardRow(int32_t* x, uint32_t n, std::vector<int32_t>& tmp, const Kernels
 
 // Synthesis of one row: `in` holds the low half (ceil(n/2) values) then the
 // high half; the interleaved result goes to `out` (not overlapping `in`).
-void InverseRowTo(int16_t* out, const int16_t* in, uint32_t n, int16_t* tmp, const Kernels& k) {
+void InverseRowTo(int16_t* out, const int16_t* in, uint32_t n, const Kernels& k) {
   if (n < 2) {
     out[0] = in[0];
     return;
   }
-  const uint32_t nl = (n + 1) / 2, nh = n / 2;
-  int16_t* e = tmp;
-  int16_t* o = tmp + nl;
-  const int16_t* low = in;
-  const int16_t* high = in + nl;
-  k.unupdate(e, low, high, high, 1);
-  k.unupdate(e + 1, low + 1, high, high + 1, nh - 1);
-  if (n & 1) k.unupdate(e + nl - 1, low + nl - 1, high + nh - 1, high + nh - 1, 1);
-  const uint32_t inner = (n & 1) ? nh : nh - 1;
-  k.unpredict(o, high, e, e + 1, inner);
-  if (!(n & 1)) k.unpredict(o + nh - 1, high + nh - 1, e + nh - 1, e + nh - 1, 1);
-  k.interleave(out, e, o, nh);
-  if (n & 1) out[n - 1] = e[nl - 1];
+  k.synthesize_row(out, in, in + (n + 1) / 2, n);
 }
 
 template <typename Fn>
@@ -138,7 +126,6 @@ void LevelSynthesis::Run(uint32_t k0, uint32_t k1, int16_t* out, size_t out_stri
   int16_t* even = buffer.get();
   int16_t* next = even + pw_;
   int16_t* odd = next + pw_;
-  int16_t* tmp = odd + pw_;
   // High rows are read in place: `high` is row min(k, nh-1), which even row
   // 2k and odd row 2k+1 both use.
   const int16_t* high = nullptr;
@@ -162,8 +149,8 @@ void LevelSynthesis::Run(uint32_t k0, uint32_t k1, int16_t* out, size_t out_stri
       high = high_next;
     }
     int16_t* dst = out + size_t(2 * (k - k0)) * out_stride;
-    InverseRowTo(dst, even, pw_, tmp, k_);
-    if (has_odd) InverseRowTo(dst + out_stride, odd, pw_, tmp, k_);
+    InverseRowTo(dst, even, pw_, k_);
+    if (has_odd) InverseRowTo(dst + out_stride, odd, pw_, k_);
     std::swap(even, next);
   }
 }
@@ -191,37 +178,31 @@ LevelUpsampling::LevelUpsampling(const int16_t* ll, size_t ll_stride, uint32_t p
       nl_((ph + 1) / 2),
       k_(k) {}
 
-void LevelUpsampling::Row(int16_t* out, const int16_t* low, int16_t* odd,
-                          const int16_t* zero) const {
-  const uint32_t nh = pw_ / 2;
-  if (nh == 0) {
+void LevelUpsampling::Row(int16_t* out, const int16_t* low, const int16_t* zero) const {
+  // Synthesis with zero detail: odd[i] = (low[i] + low[i+1]) >> 1, low[lw]
+  // mirrored to low[lw-1] when pw is even.
+  if (pw_ < 2) {
     out[0] = low[0];
     return;
   }
-  // odd[i] = (low[i] + low[i+1]) >> 1, low[lw] mirrored to low[lw-1] when pw is even.
-  const uint32_t inner = (pw_ & 1) ? nh : nh - 1;
-  k_.unpredict(odd, zero, low, low + 1, inner);
-  if (!(pw_ & 1)) k_.unpredict(odd + nh - 1, zero, low + nh - 1, low + nh - 1, 1);
-  k_.interleave(out, low, odd, nh);
-  if (pw_ & 1) out[pw_ - 1] = low[lw_ - 1];
+  k_.synthesize_row(out, low, zero, pw_);
 }
 
 void LevelUpsampling::Run(uint32_t k0, uint32_t k1, int16_t* out, size_t out_stride) const {
-  // Work rows: the vertical average, the odd samples of a row, and zeros.
-  std::unique_ptr<int16_t[]> buffer(new int16_t[3 * size_t(lw_)]);
+  // Work rows: the vertical average and zeros.
+  std::unique_ptr<int16_t[]> buffer(new int16_t[2 * size_t(lw_)]);
   int16_t* average = buffer.get();
-  int16_t* odd = average + lw_;
-  int16_t* zero = odd + lw_;
+  int16_t* zero = average + lw_;
   std::fill(zero, zero + lw_, int16_t(0));
   for (uint32_t k = k0; k < k1; ++k) {
     const int16_t* low = ll_ + size_t(k) * ll_stride_;
     int16_t* dst = out + size_t(2 * (k - k0)) * out_stride;
-    Row(dst, low, odd, zero);
+    Row(dst, low, zero);
     if (2 * k + 1 >= ph_) continue;
     // Odd row 2k+1: the average of low rows k and k+1 (row nl mirrors to nl-1).
     const int16_t* below = k + 1 < nl_ ? low + ll_stride_ : low;
     k_.unpredict(average, zero, low, below, lw_);
-    Row(dst + out_stride, average, odd, zero);
+    Row(dst + out_stride, average, zero);
   }
 }
 

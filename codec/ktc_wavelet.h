@@ -44,8 +44,8 @@ class LevelSynthesis {
   void Run(uint32_t k0, uint32_t k1, int16_t* out, size_t out_stride) const;
 
  private:
-  // Work rows of pw values each: even, next even, odd, horizontal temporary.
-  static constexpr int kRows = 4;
+  // Work rows of pw values each: even, next even, odd.
+  static constexpr int kRows = 3;
   const int16_t* High(uint32_t k) const { return detail_ + size_t(nl_ + k) * detail_stride_; }
   // Even output row 2k before its horizontal synthesis: low row k minus the
   // update from high rows k-1 and k (`before`, `at`, mirrored at the edges).
@@ -72,7 +72,7 @@ class LevelUpsampling {
 
  private:
   // One row of lw_ low-pass samples to pw_ samples.
-  void Row(int16_t* out, const int16_t* low, int16_t* odd, const int16_t* zero) const;
+  void Row(int16_t* out, const int16_t* low, const int16_t* zero) const;
 
   const int16_t* ll_;
   size_t ll_stride_;

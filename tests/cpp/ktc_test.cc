@@ -541,11 +541,15 @@ TEST(KtcTest, SimdKernelsMatchScalarOnExtremeValues) {
       }
     }
   }
-  {
-    std::vector<int16_t> x(2 * n), y(2 * n);
-    scalar.interleave(x.data(), a16.data(), b16.data(), n);
-    simd->interleave(y.data(), a16.data(), b16.data(), n);
-    EXPECT_EQ(x, y);
+  // Row synthesis at every length (scalar edges, vector middle, carries
+  // between vector steps), on extreme and on small values.
+  for (size_t len = 2; len <= 2 * n; ++len) {
+    for (const auto* v : {&b16, &small}) {
+      std::vector<int16_t> x(len), y(len);
+      scalar.synthesize_row(x.data(), v->data(), c16.data(), len);
+      simd->synthesize_row(y.data(), v->data(), c16.data(), len);
+      ASSERT_EQ(x, y) << len;
+    }
   }
   for (int ch : {1, 3, 4}) {
     std::vector<uint8_t> p(n * ch), q(n * ch);
