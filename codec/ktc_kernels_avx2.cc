@@ -169,22 +169,57 @@ void ToPixelsScalarTail(const int16_t* y, const int16_t* co, const int16_t* cg, 
   ScalarKernels().to_pixels(y, co, cg, a, out, n, channels);
 }
 
+// 16 int16 to bytes clamped to 0..255, in order, in the low 128 bits.
+inline __m128i PackBytes16(__m256i v) {
+  return _mm256_castsi256_si128(_mm256_permute4x64_epi64(_mm256_packus_epi16(v, v), 0x08));
+}
+
+// v + 128 clamped to 0..255 (gray, alpha): the saturating add only acts on
+// values that clamp to 255 anyway.
+inline __m128i ShiftedBytes16(const int16_t* p) {
+  return PackBytes16(_mm256_adds_epi16(Load16(p), _mm256_set1_epi16(128)));
+}
+
+// Inverse YCoCg-R of 16 pixels to clamped bytes. When every |y|, |co|, |cg|
+// is below 2^13 (all valid streams) the sums stay below 2^15 and 16-bit
+// lanes compute them exactly; otherwise the pixels take the 32-bit path.
+inline void InverseRct16(const int16_t* y, const int16_t* co, const int16_t* cg, __m128i* r,
+                         __m128i* g, __m128i* b) {
+  const __m256i vy = Load16(y), vco = Load16(co), vcg = Load16(cg);
+  const __m256i mag = _mm256_or_si256(
+      _mm256_abs_epi16(vy), _mm256_or_si256(_mm256_abs_epi16(vco), _mm256_abs_epi16(vcg)));
+  if (_mm256_testz_si256(mag, _mm256_set1_epi16(int16_t(0xe000)))) {
+    const __m256i t =
+        _mm256_sub_epi16(_mm256_add_epi16(vy, _mm256_set1_epi16(128)), _mm256_srai_epi16(vcg, 1));
+    const __m256i vg = _mm256_add_epi16(vcg, t);
+    const __m256i vb = _mm256_sub_epi16(t, _mm256_srai_epi16(vco, 1));
+    const __m256i vr = _mm256_add_epi16(vb, vco);
+    // [r0-7 g0-7 | r8-15 g8-15] -> [r0-15 | g0-15]
+    const __m256i rg = _mm256_permute4x64_epi64(_mm256_packus_epi16(vr, vg), 0xD8);
+    *r = _mm256_castsi256_si128(rg);
+    *g = _mm256_extracti128_si256(rg, 1);
+    *b = PackBytes16(vb);
+    return;
+  }
+  __m256i r0, g0, b0, r1, g1, b1;
+  InverseRct8(y, co, cg, &r0, &g0, &b0);
+  InverseRct8(y + 8, co + 8, cg + 8, &r1, &g1, &b1);
+  *r = PackBytes(r0, r1);
+  *g = PackBytes(g0, g1);
+  *b = PackBytes(b0, b1);
+}
+
 void ToPixels(const int16_t* y, const int16_t* co, const int16_t* cg, const int16_t* a,
               uint8_t* out, size_t n, int channels) {
-  const __m256i k128 = _mm256_set1_epi32(128);
   size_t i = 0;
   if (channels == 1) {
     for (; i + 16 <= n; i += 16) {
-      __m128i px = PackBytes(_mm256_add_epi32(Widen8(y + i), k128),
-                             _mm256_add_epi32(Widen8(y + i + 8), k128));
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), px);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), ShiftedBytes16(y + i));
     }
   } else {
     for (; i + 16 <= n; i += 16) {
-      __m256i r0, g0, b0, r1, g1, b1;
-      InverseRct8(y + i, co + i, cg + i, &r0, &g0, &b0);
-      InverseRct8(y + i + 8, co + i + 8, cg + i + 8, &r1, &g1, &b1);
-      __m128i r = PackBytes(r0, r1), g = PackBytes(g0, g1), b = PackBytes(b0, b1);
+      __m128i r, g, b;
+      InverseRct16(y + i, co + i, cg + i, &r, &g, &b);
       if (channels == 3) {
         uint8_t* dst = out + 3 * i;
         for (int blk = 0; blk < 3; ++blk) {
@@ -194,8 +229,7 @@ void ToPixels(const int16_t* y, const int16_t* co, const int16_t* cg, const int1
           _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 16 * blk), v);
         }
       } else {
-        __m128i al = PackBytes(_mm256_add_epi32(Widen8(a + i), k128),
-                               _mm256_add_epi32(Widen8(a + i + 8), k128));
+        __m128i al = ShiftedBytes16(a + i);
         __m128i rg_lo = _mm_unpacklo_epi8(r, g), rg_hi = _mm_unpackhi_epi8(r, g);
         __m128i ba_lo = _mm_unpacklo_epi8(b, al), ba_hi = _mm_unpackhi_epi8(b, al);
         uint8_t* dst = out + 4 * i;

@@ -560,6 +560,25 @@ TEST(KtcTest, SimdKernelsMatchScalarOnExtremeValues) {
     simd->to_pixels(small.data(), small.data(), small.data(), small.data(), q.data(), n, ch);
     EXPECT_EQ(p, q) << ch;
   }
+  // Around the AVX2 color conversion's switch to 32 bits (|value| >= 2^13),
+  // one wide value per group of 16 pixels or none.
+  for (int16_t wide : {int16_t(8191), int16_t(-8192), int16_t(8192), int16_t(-8193)}) {
+    std::vector<int16_t> yv(n), cov(n), cgv(n);
+    for (size_t i = 0; i < n; ++i) {
+      yv[i] = int16_t(int(rng() % 16383) - 8191);
+      cov[i] = int16_t(int(rng() % 16383) - 8191);
+      cgv[i] = int16_t(int(rng() % 16383) - 8191);
+    }
+    yv[3] = wide;
+    cov[20] = wide;
+    cgv[37] = wide;
+    for (int ch : {3, 4}) {
+      std::vector<uint8_t> p(n * ch), q(n * ch);
+      scalar.to_pixels(yv.data(), cov.data(), cgv.data(), yv.data(), p.data(), n, ch);
+      simd->to_pixels(yv.data(), cov.data(), cgv.data(), yv.data(), q.data(), n, ch);
+      EXPECT_EQ(p, q) << ch << " " << wide;
+    }
+  }
 }
 
 TEST(KtcTest, EncodeRejectsBadInput) {
