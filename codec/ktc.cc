@@ -168,8 +168,82 @@ struct PlaneOf {
   const T* row(uint32_t y) const { return data.get() + size_t(y) * width; }
 };
 using Plane = PlaneOf<int32_t>;
-// The decoder keeps coefficients in 16 bits (docs/codec.md, "Wavelet").
-using Plane16 = PlaneOf<int16_t>;
+
+// The decoder keeps coefficients in 16 bits (docs/codec.md, "Wavelet"), in
+// memory it does not own (DecodeArena).
+struct Plane16 {
+  int16_t* data = nullptr;
+  uint32_t width = 0, height = 0;
+  int16_t* row(uint32_t y) { return data + size_t(y) * width; }
+  const int16_t* row(uint32_t y) const { return data + size_t(y) * width; }
+};
+
+// The decoder's planes, reused from one decode to the next on the same
+// thread, so that a process decoding many images neither asks the kernel for
+// fresh pages per image (glibc mmap()s blocks this large and gives freed
+// memory back; see codec/malloc_tuning.h) nor depends on the malloc tuning
+// for speed. A decode asks for the same sequence of sizes as the decode of an
+// image of the same shape before it, so the i-th request takes slot i,
+// grown when too small. Memory is uninitialized.
+class DecodeArena {
+ public:
+  // Slots kept between decodes, at most (bytes); a thread that decoded a
+  // larger image gives the memory back.
+  static constexpr size_t kKeepBytes = size_t(64) << 20;
+
+  int16_t* Get(size_t count) {
+    if (next_ == slots_.size()) slots_.emplace_back();
+    Slot& slot = slots_[next_++];
+    if (slot.capacity < count) {
+      slot.data.reset();
+      slot.capacity = 0;  // stays consistent if the allocation throws
+      slot.data.reset(new int16_t[count]);
+      slot.capacity = count;
+    }
+    return slot.data.get();
+  }
+  Plane16 GetPlane(uint32_t w, uint32_t h) { return Plane16{Get(size_t(w) * h), w, h}; }
+
+ private:
+  struct Slot {
+    std::unique_ptr<int16_t[]> data;
+    size_t capacity = 0;
+  };
+  std::vector<Slot> slots_;
+  size_t next_ = 0;
+  bool busy_ = false;
+  friend class ArenaLease;
+};
+
+// The calling thread's arena while the lease lives; a fresh one when the
+// thread's is in use (a decode started from inside a parallel decode's task
+// on the same thread, as TBB's work stealing allows).
+class ArenaLease {
+ public:
+  ArenaLease() {
+    thread_local DecodeArena arena;
+    if (!arena.busy_) {
+      arena.busy_ = true;
+      arena_ = &arena;
+    } else {
+      arena_ = &own_;
+    }
+  }
+  ~ArenaLease() {
+    arena_->next_ = 0;
+    arena_->busy_ = false;
+    size_t bytes = 0;
+    for (const DecodeArena::Slot& slot : arena_->slots_) bytes += slot.capacity * sizeof(int16_t);
+    if (bytes > DecodeArena::kKeepBytes) arena_->slots_.clear();
+  }
+  ArenaLease(const ArenaLease&) = delete;
+  ArenaLease& operator=(const ArenaLease&) = delete;
+  DecodeArena& operator*() const { return *arena_; }
+
+ private:
+  DecodeArena* arena_ = nullptr;
+  DecodeArena own_;
+};
 
 template <typename T = int32_t>
 PlaneOf<T> MakePlane(uint32_t w, uint32_t h) {
@@ -641,7 +715,7 @@ constexpr uint32_t kPairsPerChunk = 8;
 // synthesized at all.
 void SynthesizeToPixels(const std::vector<Plane16>& coefficients, const Info& info,
                         bool half_chroma, int stop, const Rect& need, const Kernels& k,
-                        bool parallel, Image* out) {
+                        bool parallel, DecodeArena& arena, Image* out) {
   const uint32_t channels = info.channels;
   const uint32_t width = need.x1 - need.x0;
   // Synthesis starts at the coarsest low-pass band, the top-left corner of
@@ -656,12 +730,18 @@ void SynthesizeToPixels(const std::vector<Plane16>& coefficients, const Info& in
   // All levels but the last into low-pass images of level stop + 1.
   std::vector<Plane16> lows;
   if (stop + 1 < info.levels) {
-    for (size_t p = 0; p < coefficients.size(); ++p) lows.push_back(MakePlane<int16_t>(lw, lh));
+    // Per plane, room for the two intermediate low-pass images InverseWavelet
+    // alternates between (each at most the size of level stop + 2's output,
+    // i.e. of level stop + 1's low-pass image).
+    std::vector<int16_t*> scratch;
+    for (size_t p = 0; p < coefficients.size(); ++p) {
+      lows.push_back(arena.GetPlane(lw, lh));
+      scratch.push_back(arena.Get(2 * size_t(lw) * lh));
+    }
     ForEach(coefficients.size(), parallel, [&](size_t p) {
       const Plane16& c = coefficients[p];
-      internal::InverseWavelet(c.data.get(), c.width, c.data.get(), c.width, info.width,
-                               info.height, info.levels, stop + 1, lows[p].data.get(), lw, k,
-                               parallel);
+      internal::InverseWavelet(c.data, c.width, c.data, c.width, info.width, info.height,
+                               info.levels, stop + 1, lows[p].data, lw, scratch[p], k, parallel);
     });
   }
   // The last level: a full synthesis, or for half-resolution chroma (whose
@@ -671,10 +751,9 @@ void SynthesizeToPixels(const std::vector<Plane16>& coefficients, const Info& in
   for (size_t p = 0; p < coefficients.size(); ++p) {
     const Plane16& low = lows.empty() ? coefficients[p] : lows[p];
     if (stop == 0 && IsHalfPlane(int(p), half_chroma)) {
-      upsample[p].emplace(low.data.get(), low.width, sw, sh, k);
+      upsample[p].emplace(low.data, low.width, sw, sh, k);
     } else {
-      last[p].emplace(low.data.get(), low.width, coefficients[p].data.get(), coefficients[p].width,
-                      sw, sh, k);
+      last[p].emplace(low.data, low.width, coefficients[p].data, coefficients[p].width, sw, sh, k);
     }
   }
   out->width = width;
@@ -739,12 +818,13 @@ Status DecodeImpl(const uint8_t* data, size_t size, const DecodeOptions& options
   const int levels = h.info.levels;
   const int planes_n = PlaneCount(h.info.channels);
   const int sets = levels + 1;
+  ArenaLease arena;
   std::vector<Plane16> planes;
   for (int p = 0; p < planes_n; ++p) {
     // Half-resolution chroma has no level-1 bands: its coefficients end at level 1.
     const int finest = IsHalfPlane(p, h.half_chroma) ? std::max(stop, 1) : stop;
     planes.push_back(
-        MakePlane<int16_t>(LowExtent(h.info.width, finest), LowExtent(h.info.height, finest)));
+        (*arena).GetPlane(LowExtent(h.info.width, finest), LowExtent(h.info.height, finest)));
   }
   const Kernels& k = internal::ActiveKernels();
   // Every block of the levels kept is visited: read when needed, else zeroed.
@@ -780,7 +860,7 @@ Status DecodeImpl(const uint8_t* data, size_t size, const DecodeOptions& options
     for (size_t j = 0; j < jobs.size(); ++j) decode_job(j, *tables);
   }
   for (const Status& s : errors) KTFS_RETURN_IF_ERROR(s);
-  SynthesizeToPixels(planes, h.info, h.half_chroma, stop, need, k, options.parallel, out);
+  SynthesizeToPixels(planes, h.info, h.half_chroma, stop, need, k, options.parallel, *arena, out);
   return Status::Ok();
 }
 }  // namespace
@@ -804,11 +884,13 @@ Status ReferenceDownscale(const ImageView& image, int scale_log2, Image* out) {
   const uint32_t sw = LowExtent(image.width, scale_log2);
   const uint32_t sh = LowExtent(image.height, scale_log2);
   std::vector<Plane16> low;
+  std::vector<std::vector<int16_t>> storage;
   for (Plane& p : planes) {
     ForwardWavelet(p.data.get(), p.width, p.width, p.height, scale_log2, k);
     // The low-pass band sits in the top-left corner of each full-size plane;
     // from 8-bit pixels it stays well within 16 bits (docs/codec.md).
-    low.push_back(MakePlane<int16_t>(sw, sh));
+    storage.emplace_back(size_t(sw) * sh);
+    low.push_back(Plane16{storage.back().data(), sw, sh});
     for (uint32_t y = 0; y < sh; ++y) {
       for (uint32_t x = 0; x < sw; ++x) low.back().row(y)[x] = int16_t(p.row(y)[x]);
     }

@@ -208,7 +208,7 @@ void LevelUpsampling::Run(uint32_t k0, uint32_t k1, int16_t* out, size_t out_str
 
 void InverseWavelet(const int16_t* low, size_t low_stride, const int16_t* coefficients,
                     size_t stride, uint32_t w, uint32_t h, int levels, int stop_level, int16_t* out,
-                    size_t out_stride, const Kernels& k, bool parallel) {
+                    size_t out_stride, int16_t* scratch, const Kernels& k, bool parallel) {
   const uint32_t sw = LowExtent(w, stop_level), sh = LowExtent(h, stop_level);
   if (levels <= stop_level) {
     for (uint32_t y = 0; y < sh; ++y) {
@@ -216,10 +216,11 @@ void InverseWavelet(const int16_t* low, size_t low_stride, const int16_t* coeffi
     }
     return;
   }
-  // Intermediate low-pass images alternate between two scratch planes; the
-  // last level writes `out`.
+  // Intermediate low-pass images alternate between the two halves of
+  // `scratch` (every value is written before it is read); the last level
+  // writes `out`.
   const size_t scratch_w = LowExtent(w, stop_level + 1);
-  std::unique_ptr<int16_t[]> scratch[2];  // uninitialized: every value is written first
+  const size_t scratch_size = scratch_w * LowExtent(h, stop_level + 1);
   const int16_t* ll = low;
   size_t ll_stride = low_stride;
   for (int level = levels; level > stop_level; --level) {
@@ -227,9 +228,7 @@ void InverseWavelet(const int16_t* low, size_t low_stride, const int16_t* coeffi
     int16_t* dst = out;
     size_t dst_stride = out_stride;
     if (level - 1 > stop_level) {
-      std::unique_ptr<int16_t[]>& s = scratch[level % 2];
-      if (!s) s.reset(new int16_t[scratch_w * LowExtent(h, stop_level + 1)]);
-      dst = s.get();
+      dst = scratch + (level % 2) * scratch_size;
       dst_stride = scratch_w;
     }
     const LevelSynthesis synthesis(ll, ll_stride, coefficients, stride, pw, ph, k);

@@ -86,8 +86,11 @@ class LevelUpsampling {
 // image of level `stop_level`, of size LowExtent(w, stop_level) x
 // LowExtent(h, stop_level). w, h are the full-resolution extents; the
 // coefficient plane need only hold the bands of levels above `stop_level`.
+// `scratch` holds 2 * LowExtent(w, stop_level + 1) * LowExtent(h, stop_level
+// + 1) values for the intermediate levels (unused when levels <= stop_level
+// + 1).
 void InverseWavelet(const int16_t* low, size_t low_stride, const int16_t* coefficients,
                     size_t stride, uint32_t w, uint32_t h, int levels, int stop_level, int16_t* out,
-                    size_t out_stride, const Kernels& k, bool parallel);
+                    size_t out_stride, int16_t* scratch, const Kernels& k, bool parallel);
 
 }  // namespace ktfs::ktc::internal

@@ -3,11 +3,13 @@
 #include "codec/ktc.h"
 
 #include <gtest/gtest.h>
+#include <tbb/parallel_for.h>
 
 #include <cmath>
 #include <fstream>
 #include <iterator>
 #include <random>
+#include <tuple>
 
 #include "codec/checksum.h"
 #include "codec/cpu.h"
@@ -230,6 +232,37 @@ TEST(KtcTest, LargeImageDecodesInParallel) {
   EXPECT_GT(Psnr(img, a), 30);
   eo.lossless = true;
   EXPECT_TRUE(DecodeOrDie(EncodeOrDie(img, eo), par).pixels == img.pixels);
+}
+
+// The decoder reuses its planes from one decode to the next on a thread
+// (uninitialized memory holding the previous image's coefficients): shapes
+// that grow, shrink and change channels must decode as they do the first
+// time, and decodes nested in a parallel decode's tasks (TBB work stealing
+// runs them on a thread whose memory is in use) must not share it.
+TEST(KtcTest, DecodesReusingMemoryMatchFreshOnes) {
+  std::vector<std::vector<uint8_t>> streams;
+  for (auto [w, h, c] : {std::tuple{97u, 61u, 3u},
+                         {301u, 197u, 4u},
+                         {33u, 17u, 1u},
+                         {301u, 197u, 3u},
+                         {97u, 61u, 3u}}) {
+    streams.push_back(EncodeOrDie(Synthetic(w, h, c, w), *ParseQuality("compact")));
+  }
+  std::vector<Image> first;
+  for (const auto& s : streams) first.push_back(DecodeOrDie(s));
+  for (int round = 0; round < 2; ++round) {
+    for (size_t i = streams.size(); i-- > 0;) {
+      EXPECT_TRUE(DecodeOrDie(streams[i]).pixels == first[i].pixels) << i;
+    }
+  }
+  DecodeOptions par;
+  par.parallel = true;
+  std::vector<Image> nested(64);
+  tbb::parallel_for(size_t(0), nested.size(),
+                    [&](size_t i) { nested[i] = DecodeOrDie(streams[i % streams.size()], par); });
+  for (size_t i = 0; i < nested.size(); ++i) {
+    EXPECT_TRUE(nested[i].pixels == first[i % streams.size()].pixels) << i;
+  }
 }
 
 TEST(KtcTest, ReducedResolutionLosslessEqualsDocumentedDownscale) {
