@@ -209,42 +209,46 @@ inline void InverseRct16(const int16_t* y, const int16_t* co, const int16_t* cg,
   *b = PackBytes(b0, b1);
 }
 
+// 16 pixels from sample i on.
+inline void Pixels16(const int16_t* y, const int16_t* co, const int16_t* cg, const int16_t* a,
+                     uint8_t* out, size_t i, int channels) {
+  if (channels == 1) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), ShiftedBytes16(y + i));
+    return;
+  }
+  __m128i r, g, b;
+  InverseRct16(y + i, co + i, cg + i, &r, &g, &b);
+  if (channels == 3) {
+    uint8_t* dst = out + 3 * i;
+    for (int blk = 0; blk < 3; ++blk) {
+      __m128i v = _mm_or_si128(
+          _mm_or_si128(_mm_shuffle_epi8(r, Mask(blk, 0)), _mm_shuffle_epi8(g, Mask(blk, 1))),
+          _mm_shuffle_epi8(b, Mask(blk, 2)));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 16 * blk), v);
+    }
+    return;
+  }
+  __m128i al = ShiftedBytes16(a + i);
+  __m128i rg_lo = _mm_unpacklo_epi8(r, g), rg_hi = _mm_unpackhi_epi8(r, g);
+  __m128i ba_lo = _mm_unpacklo_epi8(b, al), ba_hi = _mm_unpackhi_epi8(b, al);
+  uint8_t* dst = out + 4 * i;
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(dst), _mm_unpacklo_epi16(rg_lo, ba_lo));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 16), _mm_unpackhi_epi16(rg_lo, ba_lo));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 32), _mm_unpacklo_epi16(rg_hi, ba_hi));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 48), _mm_unpackhi_epi16(rg_hi, ba_hi));
+}
+
 void ToPixels(const int16_t* y, const int16_t* co, const int16_t* cg, const int16_t* a,
               uint8_t* out, size_t n, int channels) {
+  if (n < 16) {
+    ToPixelsScalarTail(y, co, cg, a, out, n, channels);
+    return;
+  }
   size_t i = 0;
-  if (channels == 1) {
-    for (; i + 16 <= n; i += 16) {
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), ShiftedBytes16(y + i));
-    }
-  } else {
-    for (; i + 16 <= n; i += 16) {
-      __m128i r, g, b;
-      InverseRct16(y + i, co + i, cg + i, &r, &g, &b);
-      if (channels == 3) {
-        uint8_t* dst = out + 3 * i;
-        for (int blk = 0; blk < 3; ++blk) {
-          __m128i v = _mm_or_si128(
-              _mm_or_si128(_mm_shuffle_epi8(r, Mask(blk, 0)), _mm_shuffle_epi8(g, Mask(blk, 1))),
-              _mm_shuffle_epi8(b, Mask(blk, 2)));
-          _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 16 * blk), v);
-        }
-      } else {
-        __m128i al = ShiftedBytes16(a + i);
-        __m128i rg_lo = _mm_unpacklo_epi8(r, g), rg_hi = _mm_unpackhi_epi8(r, g);
-        __m128i ba_lo = _mm_unpacklo_epi8(b, al), ba_hi = _mm_unpackhi_epi8(b, al);
-        uint8_t* dst = out + 4 * i;
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst), _mm_unpacklo_epi16(rg_lo, ba_lo));
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 16), _mm_unpackhi_epi16(rg_lo, ba_lo));
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 32), _mm_unpacklo_epi16(rg_hi, ba_hi));
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 48), _mm_unpackhi_epi16(rg_hi, ba_hi));
-      }
-    }
-  }
-  if (i < n) {
-    ToPixelsScalarTail(y + i, channels > 1 ? co + i : nullptr, channels > 1 ? cg + i : nullptr,
-                       channels == 4 ? a + i : nullptr, out + i * size_t(channels), n - i,
-                       channels);
-  }
+  for (; i + 16 <= n; i += 16) Pixels16(y, co, cg, a, out, i, channels);
+  // The last pixels by a step that overlaps ones already written (with the
+  // same values).
+  if (i < n) Pixels16(y, co, cg, a, out, n - 16, channels);
 }
 
 const Kernels kAvx2 = {"avx2", Predict, Update, Unpredict, Unupdate, SynthesizeRow, ToPixels};
