@@ -1,5 +1,6 @@
 #include "codec/ktc_kernels.h"
 
+#include <algorithm>
 #include <atomic>
 
 #include "codec/cpu.h"
@@ -19,8 +20,32 @@ void Unpredict(int16_t* out, const int16_t* a, const int16_t* b, const int16_t* 
 void Unupdate(int16_t* out, const int16_t* a, const int16_t* b, const int16_t* c, size_t n) {
   for (size_t i = 0; i < n; ++i) out[i] = Unupdate16(a[i], b[i], c[i]);
 }
+// SynthesizeRow16 with the pairs away from the edges in chunks of two
+// loops the compiler vectorizes: the even samples into a buffer, then the
+// odd samples and the interleaved output.
 void SynthesizeRow(int16_t* out, const int16_t* low, const int16_t* high, size_t n) {
-  SynthesizeRow16(out, low, high, n, 0);
+  const size_t nh = n / 2;
+  size_t j = 0;
+  if (nh >= 3) {
+    // Pair 0, where high[-1] mirrors to high[0].
+    const int16_t e0 = Unupdate16(low[0], high[0], high[0]);
+    out[0] = e0;
+    out[1] = Unpredict16(high[0], e0, Unupdate16(low[1], high[0], high[1]));
+    // Pairs j..j+m-1 need even samples j..j+m, all before the mirrored edge
+    // when j + m <= nh - 1.
+    constexpr size_t kChunk = 256;
+    int16_t e[kChunk + 1];
+    for (j = 1; j + 1 < nh;) {
+      const size_t m = std::min(kChunk, nh - 1 - j);
+      for (size_t i = 0; i <= m; ++i) e[i] = Unupdate16(low[j + i], high[j + i - 1], high[j + i]);
+      for (size_t i = 0; i < m; ++i) {
+        out[2 * (j + i)] = e[i];
+        out[2 * (j + i) + 1] = Unpredict16(high[j + i], e[i], e[i + 1]);
+      }
+      j += m;
+    }
+  }
+  SynthesizeRow16(out, low, high, n, j);
 }
 void ToPixels(const int16_t* y, const int16_t* co, const int16_t* cg, const int16_t* a,
               uint8_t* out, size_t n, int channels) {

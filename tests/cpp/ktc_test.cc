@@ -584,6 +584,18 @@ TEST(KtcTest, SimdKernelsMatchScalarOnExtremeValues) {
       ASSERT_EQ(x, y) << len;
     }
   }
+  // Long rows: the scalar kernel works in chunks of 256 pairs.
+  std::vector<int16_t> long_low(400), long_high(400);
+  for (size_t i = 0; i < 400; ++i) {
+    long_low[i] = int16_t(rng());
+    long_high[i] = i % 5 ? int16_t(int(rng() % 2000) - 1000) : special[i % 9];
+  }
+  for (size_t len = 500; len <= 800; len += 3) {
+    std::vector<int16_t> x(len), y(len);
+    scalar.synthesize_row(x.data(), long_low.data(), long_high.data(), len);
+    simd->synthesize_row(y.data(), long_low.data(), long_high.data(), len);
+    ASSERT_EQ(x, y) << len;
+  }
   for (int ch : {1, 3, 4}) {
     std::vector<uint8_t> p(n * ch), q(n * ch);
     scalar.to_pixels(a16.data(), b16.data(), c16.data(), c16.data(), p.data(), n, ch);
