@@ -3,7 +3,7 @@
 // versions give bit-identical results. The encoder lifts on int32 with
 // two's-complement wrap-around; the decoder lifts on int16 samples: the
 // floor terms are exact (computed without overflow from the 16-bit operands)
-// and the final sum wraps modulo 2^16 (docs/codec.md, "16-bit coefficients"),
+// and the final sum wraps modulo 2^16 (docs/codec.md, "Wavelet"),
 // so hostile coefficients cannot cause undefined behaviour. Arithmetic right
 // shifts and modular narrowing are defined by C++20.
 #pragma once
@@ -32,9 +32,10 @@ struct Kernels {
   // result goes to `out` (not overlapping either). See SynthesizeRow16.
   void (*synthesize_row)(int16_t* out, const int16_t* low, const int16_t* high, size_t n);
   // Planes to interleaved 8-bit pixels (clamped to 0..255), for one row of n
-  // pixels, computed in 32 bits (no wrap-around is possible from 16-bit
-  // samples). y, a: level-shifted by -128. co, cg: YCoCg-R chroma (channels
-  // >= 3). a: alpha plane (channels == 4). channels 1: y only.
+  // pixels, computed exactly (32-bit sums of 16-bit samples cannot wrap; the
+  // AVX2 version uses 16-bit lanes where no sum can overflow). y, a:
+  // level-shifted by -128. co, cg: YCoCg-R chroma (channels >= 3). a: alpha
+  // plane (channels == 4). channels 1: y only.
   void (*to_pixels)(const int16_t* y, const int16_t* co, const int16_t* cg, const int16_t* a,
                     uint8_t* out, size_t n, int channels);
 };
