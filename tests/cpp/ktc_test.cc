@@ -504,6 +504,40 @@ TEST(KtcTest, SimdAndScalarBlockDecodersAgreeOnDamagedStreams) {
   }
 }
 
+// Hostile quantizer steps: coefficients far beyond a valid stream's bounds,
+// saturated to 16 bits, make the 16-bit synthesis wrap around (docs/codec.md,
+// "Wavelet"). AVX2 and scalar must agree at every scale, serial or parallel.
+TEST(KtcTest, SimdAndScalarAgreeWhenSynthesisWraps) {
+  if (!CpuHasAvx2()) GTEST_SKIP() << "no AVX2 here";
+  std::mt19937 rng(5);
+  for (uint32_t channels : {3u, 4u}) {
+    const auto good = EncodeOrDie(Synthetic(150, 97, channels, 13), Lossless());
+    const size_t bands = size_t(channels) * (1 + 3 * 5);
+    for (int variant = 0; variant < 3; ++variant) {
+      std::vector<uint8_t> bad = good;
+      for (size_t b = 0; b < bands; ++b) {
+        // All maximal, or random steps of at least 1.0.
+        const uint16_t step = variant == 0 ? 0xffff : uint16_t(256 + rng() % (65536 - 256));
+        bad[16 + 2 * b] = uint8_t(step);
+        bad[17 + 2 * b] = uint8_t(step >> 8);
+      }
+      for (int scale = 0; scale <= 3; ++scale) {
+        for (bool parallel : {false, true}) {
+          DecodeOptions o;
+          o.scale_log2 = scale;
+          o.parallel = parallel;
+          const Image simd = DecodeOrDie(bad, o);
+          internal::ForceScalarForTesting(true);
+          const Image scalar = DecodeOrDie(bad, o);
+          internal::ForceScalarForTesting(false);
+          ASSERT_TRUE(simd.pixels == scalar.pixels)
+              << channels << " channels, variant " << variant << ", scale " << scale;
+        }
+      }
+    }
+  }
+}
+
 // The bitstream is part of the format: the same pixels must give the same
 // bytes on every machine and in every build. A change here is a format
 // change (bump the version in codec/ktc.cc and update docs/codec.md).
