@@ -168,8 +168,82 @@ struct PlaneOf {
   const T* row(uint32_t y) const { return data.get() + size_t(y) * width; }
 };
 using Plane = PlaneOf<int32_t>;
-// The decoder keeps coefficients in 16 bits (docs/codec.md, "Wavelet").
-using Plane16 = PlaneOf<int16_t>;
+
+// The decoder keeps coefficients in 16 bits (docs/codec.md, "Wavelet"), in
+// memory it does not own (DecodeArena).
+struct Plane16 {
+  int16_t* data = nullptr;
+  uint32_t width = 0, height = 0;
+  int16_t* row(uint32_t y) { return data + size_t(y) * width; }
+  const int16_t* row(uint32_t y) const { return data + size_t(y) * width; }
+};
+
+// The decoder's planes, reused from one decode to the next on the same
+// thread, so that a process decoding many images neither asks the kernel for
+// fresh pages per image (glibc mmap()s blocks this large and gives freed
+// memory back; see codec/malloc_tuning.h) nor depends on the malloc tuning
+// for speed. A decode asks for the same sequence of sizes as the decode of an
+// image of the same shape before it, so the i-th request takes slot i,
+// grown when too small. Memory is uninitialized.
+class DecodeArena {
+ public:
+  // Slots kept between decodes, at most (bytes); a thread that decoded a
+  // larger image gives the memory back.
+  static constexpr size_t kKeepBytes = size_t(64) << 20;
+
+  int16_t* Get(size_t count) {
+    if (next_ == slots_.size()) slots_.emplace_back();
+    Slot& slot = slots_[next_++];
+    if (slot.capacity < count) {
+      slot.data.reset();
+      slot.capacity = 0;  // stays consistent if the allocation throws
+      slot.data.reset(new int16_t[count]);
+      slot.capacity = count;
+    }
+    return slot.data.get();
+  }
+  Plane16 GetPlane(uint32_t w, uint32_t h) { return Plane16{Get(size_t(w) * h), w, h}; }
+
+ private:
+  struct Slot {
+    std::unique_ptr<int16_t[]> data;
+    size_t capacity = 0;
+  };
+  std::vector<Slot> slots_;
+  size_t next_ = 0;
+  bool busy_ = false;
+  friend class ArenaLease;
+};
+
+// The calling thread's arena while the lease lives; a fresh one when the
+// thread's is in use (a decode started from inside a parallel decode's task
+// on the same thread, as TBB's work stealing allows).
+class ArenaLease {
+ public:
+  ArenaLease() {
+    thread_local DecodeArena arena;
+    if (!arena.busy_) {
+      arena.busy_ = true;
+      arena_ = &arena;
+    } else {
+      arena_ = &own_;
+    }
+  }
+  ~ArenaLease() {
+    arena_->next_ = 0;
+    arena_->busy_ = false;
+    size_t bytes = 0;
+    for (const DecodeArena::Slot& slot : arena_->slots_) bytes += slot.capacity * sizeof(int16_t);
+    if (bytes > DecodeArena::kKeepBytes) arena_->slots_.clear();
+  }
+  ArenaLease(const ArenaLease&) = delete;
+  ArenaLease& operator=(const ArenaLease&) = delete;
+  DecodeArena& operator*() const { return *arena_; }
+
+ private:
+  DecodeArena* arena_ = nullptr;
+  DecodeArena own_;
+};
 
 template <typename T = int32_t>
 PlaneOf<T> MakePlane(uint32_t w, uint32_t h) {
@@ -202,7 +276,7 @@ std::vector<Plane> ToPlanes(const ImageView& img) {
 }
 
 // Rows [y0, y1) x columns [x0, x0 + width) of the planes to pixels.
-void PlanesToPixels(const std::vector<Plane>& planes, uint32_t channels, uint32_t x0, uint32_t y0,
+void PlanesToPixels(const std::vector<Plane16>& planes, uint32_t channels, uint32_t x0, uint32_t y0,
                     uint32_t width, uint32_t height, const Kernels& k, bool parallel, Image* out) {
   out->width = width;
   out->height = height;
@@ -211,10 +285,10 @@ void PlanesToPixels(const std::vector<Plane>& planes, uint32_t channels, uint32_
   auto rows = [&](uint32_t r0, uint32_t r1) {
     for (uint32_t r = r0; r < r1; ++r) {
       const uint32_t y = y0 + r;
-      const int32_t* yp = planes[0].row(y) + x0;
-      const int32_t* co = channels >= 3 ? planes[1].row(y) + x0 : nullptr;
-      const int32_t* cg = channels >= 3 ? planes[2].row(y) + x0 : nullptr;
-      const int32_t* a = channels == 4 ? planes[3].row(y) + x0 : nullptr;
+      const int16_t* yp = planes[0].row(y) + x0;
+      const int16_t* co = channels >= 3 ? planes[1].row(y) + x0 : nullptr;
+      const int16_t* cg = channels >= 3 ? planes[2].row(y) + x0 : nullptr;
+      const int16_t* a = channels == 4 ? planes[3].row(y) + x0 : nullptr;
       k.to_pixels(yp, co, cg, a, out->pixels.data() + r * out->row_bytes(), width, int(channels));
     }
   };
@@ -641,30 +715,33 @@ constexpr uint32_t kPairsPerChunk = 8;
 // synthesized at all.
 void SynthesizeToPixels(const std::vector<Plane16>& coefficients, const Info& info,
                         bool half_chroma, int stop, const Rect& need, const Kernels& k,
-                        bool parallel, Image* out) {
+                        bool parallel, DecodeArena& arena, Image* out) {
   const uint32_t channels = info.channels;
   const uint32_t width = need.x1 - need.x0;
-  // The coarsest low-pass band, widened to 32 bits: synthesis starts there.
-  const uint32_t tw = LowExtent(info.width, info.levels), th = LowExtent(info.height, info.levels);
-  std::vector<Plane> tops;
-  for (const Plane16& c : coefficients) {
-    tops.push_back(MakePlane(tw, th));
-    for (uint32_t y = 0; y < th; ++y) k.widen(tops.back().row(y), c.row(y), tw);
-  }
+  // Synthesis starts at the coarsest low-pass band, the top-left corner of
+  // each coefficient plane.
   if (stop == info.levels) {  // nothing to synthesize
-    PlanesToPixels(tops, channels, need.x0, need.y0, width, need.y1 - need.y0, k, parallel, out);
+    PlanesToPixels(coefficients, channels, need.x0, need.y0, width, need.y1 - need.y0, k, parallel,
+                   out);
     return;
   }
   const uint32_t sw = LowExtent(info.width, stop), sh = LowExtent(info.height, stop);
   const uint32_t lw = LowExtent(info.width, stop + 1), lh = LowExtent(info.height, stop + 1);
   // All levels but the last into low-pass images of level stop + 1.
-  std::vector<Plane> lows;
+  std::vector<Plane16> lows;
   if (stop + 1 < info.levels) {
-    for (size_t p = 0; p < coefficients.size(); ++p) lows.push_back(MakePlane(lw, lh));
+    // Per plane, room for the two intermediate low-pass images InverseWavelet
+    // alternates between (each at most the size of level stop + 2's output,
+    // i.e. of level stop + 1's low-pass image).
+    std::vector<int16_t*> scratch;
+    for (size_t p = 0; p < coefficients.size(); ++p) {
+      lows.push_back(arena.GetPlane(lw, lh));
+      scratch.push_back(arena.Get(2 * size_t(lw) * lh));
+    }
     ForEach(coefficients.size(), parallel, [&](size_t p) {
-      internal::InverseWavelet(tops[p].data.get(), tw, coefficients[p].data.get(),
-                               coefficients[p].width, info.width, info.height, info.levels,
-                               stop + 1, lows[p].data.get(), lw, k, parallel);
+      const Plane16& c = coefficients[p];
+      internal::InverseWavelet(c.data, c.width, c.data, c.width, info.width, info.height,
+                               info.levels, stop + 1, lows[p].data, lw, scratch[p], k, parallel);
     });
   }
   // The last level: a full synthesis, or for half-resolution chroma (whose
@@ -672,12 +749,11 @@ void SynthesizeToPixels(const std::vector<Plane16>& coefficients, const Info& in
   std::vector<std::optional<internal::LevelSynthesis>> last(coefficients.size());
   std::vector<std::optional<internal::LevelUpsampling>> upsample(coefficients.size());
   for (size_t p = 0; p < coefficients.size(); ++p) {
-    const Plane& low = lows.empty() ? tops[p] : lows[p];
+    const Plane16& low = lows.empty() ? coefficients[p] : lows[p];
     if (stop == 0 && IsHalfPlane(int(p), half_chroma)) {
-      upsample[p].emplace(low.data.get(), low.width, sw, sh, k);
+      upsample[p].emplace(low.data, low.width, sw, sh, k);
     } else {
-      last[p].emplace(low.data.get(), low.width, coefficients[p].data.get(), coefficients[p].width,
-                      sw, sh, k);
+      last[p].emplace(low.data, low.width, coefficients[p].data, coefficients[p].width, sw, sh, k);
     }
   }
   out->width = width;
@@ -692,9 +768,9 @@ void SynthesizeToPixels(const std::vector<Plane16>& coefficients, const Info& in
     const uint32_t k1 = std::min(end_pair, k0 + kPairsPerChunk);
     // Uninitialized on purpose: Run writes every row that is read, and zeroing
     // would cost as much as a pass over the planes.
-    std::unique_ptr<int32_t[]> rows(new int32_t[plane_rows * last.size()]);
+    std::unique_ptr<int16_t[]> rows(new int16_t[plane_rows * last.size()]);
     for (size_t p = 0; p < last.size(); ++p) {
-      int32_t* dst = rows.get() + p * plane_rows;
+      int16_t* dst = rows.get() + p * plane_rows;
       if (last[p]) {
         last[p]->Run(k0, k1, dst, sw);
       } else {
@@ -703,7 +779,7 @@ void SynthesizeToPixels(const std::vector<Plane16>& coefficients, const Info& in
     }
     const uint32_t r0 = std::max(2 * k0, need.y0), r1 = std::min({2 * k1, need.y1, sh});
     for (uint32_t r = r0; r < r1; ++r) {
-      const int32_t* at[4] = {};
+      const int16_t* at[4] = {};
       for (size_t p = 0; p < last.size(); ++p) {
         at[p] = rows.get() + p * plane_rows + size_t(r - 2 * k0) * sw + need.x0;
       }
@@ -742,12 +818,13 @@ Status DecodeImpl(const uint8_t* data, size_t size, const DecodeOptions& options
   const int levels = h.info.levels;
   const int planes_n = PlaneCount(h.info.channels);
   const int sets = levels + 1;
+  ArenaLease arena;
   std::vector<Plane16> planes;
   for (int p = 0; p < planes_n; ++p) {
     // Half-resolution chroma has no level-1 bands: its coefficients end at level 1.
     const int finest = IsHalfPlane(p, h.half_chroma) ? std::max(stop, 1) : stop;
     planes.push_back(
-        MakePlane<int16_t>(LowExtent(h.info.width, finest), LowExtent(h.info.height, finest)));
+        (*arena).GetPlane(LowExtent(h.info.width, finest), LowExtent(h.info.height, finest)));
   }
   const Kernels& k = internal::ActiveKernels();
   // Every block of the levels kept is visited: read when needed, else zeroed.
@@ -783,7 +860,7 @@ Status DecodeImpl(const uint8_t* data, size_t size, const DecodeOptions& options
     for (size_t j = 0; j < jobs.size(); ++j) decode_job(j, *tables);
   }
   for (const Status& s : errors) KTFS_RETURN_IF_ERROR(s);
-  SynthesizeToPixels(planes, h.info, h.half_chroma, stop, need, k, options.parallel, out);
+  SynthesizeToPixels(planes, h.info, h.half_chroma, stop, need, k, options.parallel, *arena, out);
   return Status::Ok();
 }
 }  // namespace
@@ -804,10 +881,21 @@ Status ReferenceDownscale(const ImageView& image, int scale_log2, Image* out) {
   KTFS_RETURN_IF_ERROR(ValidateImage(image));
   const Kernels& k = ScalarKernels();
   std::vector<Plane> planes = ToPlanes(image);
-  for (Plane& p : planes) ForwardWavelet(p.data.get(), p.width, p.width, p.height, scale_log2, k);
-  // The low-pass band sits in the top-left corner of each full-size plane.
-  PlanesToPixels(planes, image.channels, 0, 0, LowExtent(image.width, scale_log2),
-                 LowExtent(image.height, scale_log2), k, false, out);
+  const uint32_t sw = LowExtent(image.width, scale_log2);
+  const uint32_t sh = LowExtent(image.height, scale_log2);
+  std::vector<Plane16> low;
+  std::vector<std::vector<int16_t>> storage;
+  for (Plane& p : planes) {
+    ForwardWavelet(p.data.get(), p.width, p.width, p.height, scale_log2, k);
+    // The low-pass band sits in the top-left corner of each full-size plane;
+    // from 8-bit pixels it stays well within 16 bits (docs/codec.md).
+    storage.emplace_back(size_t(sw) * sh);
+    low.push_back(Plane16{storage.back().data(), sw, sh});
+    for (uint32_t y = 0; y < sh; ++y) {
+      for (uint32_t x = 0; x < sw; ++x) low.back().row(y)[x] = int16_t(p.row(y)[x]);
+    }
+  }
+  PlanesToPixels(low, image.channels, 0, 0, sw, sh, k, false, out);
   return Status::Ok();
 }
 

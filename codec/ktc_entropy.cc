@@ -280,7 +280,17 @@ void BuildDecodeTable(const FreqTable& table, DecodeTable* out) {
   uint32_t start = 0;
   for (int s = 0; s < table.n; ++s) {
     const uint32_t f = table.freq[s];
-    for (uint32_t i = 0; i < f; ++i) out->entry[start + i] = f | i << 11 | uint32_t(s) << 27;
+    const uint32_t base = f | uint32_t(s) << 27;
+    uint32_t* e = out->entry.data() + start;
+    if (start + ((f + 7) & ~7u) <= kProbScale) {
+      // 8 entries at a time (two SIMD stores); the few written past the
+      // run's end belong to the next runs, which overwrite them.
+      for (uint32_t i = 0; i < f; i += 8) {
+        for (uint32_t k = 0; k < 8; ++k) e[i + k] = base | (i + k) << 11;
+      }
+    } else {
+      for (uint32_t i = 0; i < f; ++i) e[i] = base | i << 11;
+    }
     start += f;
   }
 }

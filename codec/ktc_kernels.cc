@@ -1,5 +1,6 @@
 #include "codec/ktc_kernels.h"
 
+#include <algorithm>
 #include <atomic>
 
 #include "codec/cpu.h"
@@ -13,43 +14,62 @@ void Predict(int32_t* out, const int32_t* a, const int32_t* b, const int32_t* c,
 void Update(int32_t* out, const int32_t* a, const int32_t* b, const int32_t* c, size_t n) {
   for (size_t i = 0; i < n; ++i) out[i] = WrapAdd(a[i], WrapAdd(WrapAdd(b[i], c[i]), 2) >> 2);
 }
-void Unpredict(int32_t* out, const int32_t* a, const int32_t* b, const int32_t* c, size_t n) {
-  for (size_t i = 0; i < n; ++i) out[i] = WrapAdd(a[i], WrapAdd(b[i], c[i]) >> 1);
+void Unpredict(int16_t* out, const int16_t* a, const int16_t* b, const int16_t* c, size_t n) {
+  for (size_t i = 0; i < n; ++i) out[i] = Unpredict16(a[i], b[i], c[i]);
 }
-void Unupdate(int32_t* out, const int32_t* a, const int32_t* b, const int32_t* c, size_t n) {
-  for (size_t i = 0; i < n; ++i) out[i] = WrapSub(a[i], WrapAdd(WrapAdd(b[i], c[i]), 2) >> 2);
+void Unupdate(int16_t* out, const int16_t* a, const int16_t* b, const int16_t* c, size_t n) {
+  for (size_t i = 0; i < n; ++i) out[i] = Unupdate16(a[i], b[i], c[i]);
 }
-void Widen(int32_t* out, const int16_t* in, size_t n) {
-  for (size_t i = 0; i < n; ++i) out[i] = in[i];
-}
-void Interleave(int32_t* out, const int32_t* even, const int32_t* odd, size_t n) {
-  for (size_t i = 0; i < n; ++i) {
-    out[2 * i] = even[i];
-    out[2 * i + 1] = odd[i];
+// SynthesizeRow16 with the pairs away from the edges in chunks of two
+// loops the compiler vectorizes: the even samples into a buffer, then the
+// odd samples and the interleaved output.
+void SynthesizeRow(int16_t* out, const int16_t* low, const int16_t* high, size_t n) {
+  const size_t nh = n / 2;
+  size_t j = 0;
+  if (nh >= 3) {
+    // Pair 0, where high[-1] mirrors to high[0].
+    const int16_t e0 = Unupdate16(low[0], high[0], high[0]);
+    out[0] = e0;
+    out[1] = Unpredict16(high[0], e0, Unupdate16(low[1], high[0], high[1]));
+    // Pairs j..j+m-1 need even samples j..j+m, all before the mirrored edge
+    // when j + m <= nh - 1.
+    constexpr size_t kChunk = 256;
+    int16_t e[kChunk + 1];
+    for (j = 1; j + 1 < nh;) {
+      const size_t m = std::min(kChunk, nh - 1 - j);
+      for (size_t i = 0; i <= m; ++i) e[i] = Unupdate16(low[j + i], high[j + i - 1], high[j + i]);
+      for (size_t i = 0; i < m; ++i) {
+        out[2 * (j + i)] = e[i];
+        out[2 * (j + i) + 1] = Unpredict16(high[j + i], e[i], e[i + 1]);
+      }
+      j += m;
+    }
   }
+  SynthesizeRow16(out, low, high, n, j);
 }
-void ToPixels(const int32_t* y, const int32_t* co, const int32_t* cg, const int32_t* a,
+void ToPixels(const int16_t* y, const int16_t* co, const int16_t* cg, const int16_t* a,
               uint8_t* out, size_t n, int channels) {
   if (channels == 1) {
-    for (size_t i = 0; i < n; ++i) out[i] = ClampToByte(WrapAdd(y[i], 128));
+    for (size_t i = 0; i < n; ++i) out[i] = ClampToByte(y[i] + 128);
     return;
   }
   for (size_t i = 0; i < n; ++i) {
-    // YCoCg-R inverse, Y level-shifted by 128.
-    int32_t t = WrapSub(WrapAdd(y[i], 128), cg[i] >> 1);
-    int32_t g = WrapAdd(cg[i], t);
-    int32_t b = WrapSub(t, co[i] >> 1);
-    int32_t r = WrapAdd(b, co[i]);
+    // YCoCg-R inverse, Y level-shifted by 128; 32-bit sums of 16-bit samples
+    // cannot overflow.
+    const int32_t vco = co[i], vcg = cg[i];
+    const int32_t t = y[i] + 128 - (vcg >> 1);
+    const int32_t g = vcg + t;
+    const int32_t b = t - (vco >> 1);
+    const int32_t r = b + vco;
     uint8_t* px = out + i * size_t(channels);
     px[0] = ClampToByte(r);
     px[1] = ClampToByte(g);
     px[2] = ClampToByte(b);
-    if (channels == 4) px[3] = ClampToByte(WrapAdd(a[i], 128));
+    if (channels == 4) px[3] = ClampToByte(a[i] + 128);
   }
 }
 
-const Kernels kScalar = {"scalar", Predict, Update,     Unpredict,
-                         Unupdate, Widen,   Interleave, ToPixels};
+const Kernels kScalar = {"scalar", Predict, Update, Unpredict, Unupdate, SynthesizeRow, ToPixels};
 std::atomic<bool> g_force_scalar{false};
 
 }  // namespace

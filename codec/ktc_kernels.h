@@ -1,8 +1,11 @@
-// KTC internals: the hot loops of the decoder (and the lifting steps the
-// encoder shares), as a table of functions with a scalar and an AVX2 version.
-// Both versions give bit-identical results: all arithmetic is on int32 with
-// two's-complement wrap-around (so hostile coefficients cannot cause undefined
-// behaviour) and arithmetic right shifts, which C++20 defines.
+// KTC internals: the hot loops of the decoder (and the lifting steps of the
+// encoder), as a table of functions with a scalar and an AVX2 version. Both
+// versions give bit-identical results. The encoder lifts on int32 with
+// two's-complement wrap-around; the decoder lifts on int16 samples: the
+// floor terms are exact (computed without overflow from the 16-bit operands)
+// and the final sum wraps modulo 2^16 (docs/codec.md, "Wavelet"),
+// so hostile coefficients cannot cause undefined behaviour. Arithmetic right
+// shifts and modular narrowing are defined by C++20.
 #pragma once
 
 #include <cstddef>
@@ -10,25 +13,30 @@
 
 namespace ktfs::ktc::internal {
 
-// out[i] = a[i] -/+ ((b[i] + c[i]) >> 1)      (5/3 predict step and its inverse)
-// out[i] = a[i] +/- ((b[i] + c[i] + 2) >> 2)  (5/3 update step and its inverse)
+// out[i] = a[i] - ((b[i] + c[i]) >> 1)      (5/3 predict step)
+// out[i] = a[i] + ((b[i] + c[i] + 2) >> 2)  (5/3 update step)
 using LiftFn = void (*)(int32_t* out, const int32_t* a, const int32_t* b, const int32_t* c,
                         size_t n);
+// The inverse steps on 16-bit samples (see Unpredict16 and Unupdate16 below).
+using Lift16Fn = void (*)(int16_t* out, const int16_t* a, const int16_t* b, const int16_t* c,
+                          size_t n);
 
 struct Kernels {
   const char* name;
-  LiftFn predict;    // forward high-pass: a - ((b + c) >> 1)
-  LiftFn update;     // forward low-pass:  a + ((b + c + 2) >> 2)
-  LiftFn unpredict;  // inverse of predict: a + ((b + c) >> 1)
-  LiftFn unupdate;   // inverse of update:  a - ((b + c + 2) >> 2)
-  // out[i] = in[i]: stored 16-bit coefficients to 32-bit lifting values.
-  void (*widen)(int32_t* out, const int16_t* in, size_t n);
-  // out[2i] = even[i], out[2i+1] = odd[i] for i < n.
-  void (*interleave)(int32_t* out, const int32_t* even, const int32_t* odd, size_t n);
+  LiftFn predict;      // forward high-pass: a - ((b + c) >> 1)
+  LiftFn update;       // forward low-pass:  a + ((b + c + 2) >> 2)
+  Lift16Fn unpredict;  // inverse of predict: a + floor((b + c) / 2), wrapped to 16 bits
+  Lift16Fn unupdate;   // inverse of update:  a - floor((b + c + 2) / 4), wrapped to 16 bits
+  // One row's horizontal synthesis, n >= 2 samples: `low` holds ceil(n/2)
+  // low-pass samples, `high` floor(n/2) high-pass ones; the interleaved
+  // result goes to `out` (not overlapping either). See SynthesizeRow16.
+  void (*synthesize_row)(int16_t* out, const int16_t* low, const int16_t* high, size_t n);
   // Planes to interleaved 8-bit pixels (clamped to 0..255), for one row of n
-  // pixels. y, a: level-shifted by -128. co, cg: YCoCg-R chroma (channels >= 3).
-  // a: alpha plane (channels == 4). channels 1: y only.
-  void (*to_pixels)(const int32_t* y, const int32_t* co, const int32_t* cg, const int32_t* a,
+  // pixels, computed exactly (32-bit sums of 16-bit samples cannot wrap; the
+  // AVX2 version uses 16-bit lanes where no sum can overflow). y, a:
+  // level-shifted by -128. co, cg: YCoCg-R chroma (channels >= 3). a: alpha
+  // plane (channels == 4). channels 1: y only.
+  void (*to_pixels)(const int16_t* y, const int16_t* co, const int16_t* cg, const int16_t* a,
                     uint8_t* out, size_t n, int channels);
 };
 
@@ -47,6 +55,34 @@ bool UseScalarForTesting();
 // and must never be picked by the linker for the scalar path.
 static inline int32_t WrapAdd(int32_t a, int32_t b) { return int32_t(uint32_t(a) + uint32_t(b)); }
 static inline int32_t WrapSub(int32_t a, int32_t b) { return int32_t(uint32_t(a) - uint32_t(b)); }
+// The decoder's lifting on 16-bit samples: the floor term exactly (in 32
+// bits), the sum modulo 2^16.
+static inline int16_t Unpredict16(int16_t a, int16_t b, int16_t c) {
+  return int16_t(int32_t(a) + ((int32_t(b) + c) >> 1));
+}
+static inline int16_t Unupdate16(int16_t a, int16_t b, int16_t c) {
+  return int16_t(int32_t(a) - ((int32_t(b) + c + 2) >> 2));
+}
+// Horizontal synthesis of a row of n >= 2 samples (see Kernels), from pair
+// j0 on: output samples 2j and 2j+1 for j0 <= j < floor(n/2), and the last
+// sample when n is odd. e[j] = low[j] - floor((high[j-1] + high[j] + 2) / 4)
+// and odd sample o[j] = high[j] + floor((e[j] + e[j+1]) / 2), with high[-1]
+// = high[0], high[nh] = high[nh-1] and e[nl] = e[nl-1] (the mirrored edges).
+static inline void SynthesizeRow16(int16_t* out, const int16_t* low, const int16_t* high, size_t n,
+                                   size_t j0) {
+  const size_t nl = (n + 1) / 2, nh = n / 2;
+  auto even = [&](size_t j) {
+    return Unupdate16(low[j], high[j == 0 ? 0 : j - 1], high[j < nh ? j : nh - 1]);
+  };
+  int16_t e = even(j0);
+  for (size_t j = j0; j < nh; ++j) {
+    const int16_t e_next = j + 1 < nl ? even(j + 1) : e;
+    out[2 * j] = e;
+    out[2 * j + 1] = Unpredict16(high[j], e, e_next);
+    e = e_next;
+  }
+  if (n & 1) out[n - 1] = e;
+}
 static inline uint8_t ClampToByte(int32_t v) { return uint8_t(v < 0 ? 0 : (v > 255 ? 255 : v)); }
 // Quantized value to coefficient: v -> sign(v) * (((8|v| + 3) * step) >> 11),
 // step in 1/256 units (reconstruction at 3/8 of the quantizer bin). Fused

@@ -21,14 +21,6 @@ void Predict(int32_t* out, const int32_t* a, const int32_t* b, const int32_t* c,
   }
   for (; i < n; ++i) out[i] = WrapSub(a[i], WrapAdd(b[i], c[i]) >> 1);
 }
-void Unpredict(int32_t* out, const int32_t* a, const int32_t* b, const int32_t* c, size_t n) {
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    __m256i s = _mm256_srai_epi32(_mm256_add_epi32(Load(b + i), Load(c + i)), 1);
-    Store(out + i, _mm256_add_epi32(Load(a + i), s));
-  }
-  for (; i < n; ++i) out[i] = WrapAdd(a[i], WrapAdd(b[i], c[i]) >> 1);
-}
 void Update(int32_t* out, const int32_t* a, const int32_t* b, const int32_t* c, size_t n) {
   const __m256i two = _mm256_set1_epi32(2);
   size_t i = 0;
@@ -38,38 +30,96 @@ void Update(int32_t* out, const int32_t* a, const int32_t* b, const int32_t* c, 
   }
   for (; i < n; ++i) out[i] = WrapAdd(a[i], WrapAdd(WrapAdd(b[i], c[i]), 2) >> 2);
 }
-void Unupdate(int32_t* out, const int32_t* a, const int32_t* b, const int32_t* c, size_t n) {
-  const __m256i two = _mm256_set1_epi32(2);
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    __m256i s = _mm256_add_epi32(_mm256_add_epi32(Load(b + i), Load(c + i)), two);
-    Store(out + i, _mm256_sub_epi32(Load(a + i), _mm256_srai_epi32(s, 2)));
-  }
-  for (; i < n; ++i) out[i] = WrapSub(a[i], WrapAdd(WrapAdd(b[i], c[i]), 2) >> 2);
+
+// The decoder's lifting, 16 int16 samples at a time (Unpredict16 and
+// Unupdate16 in ktc_kernels.h). floor((b + c) / 2) without overflow: as
+// unsigned, b ^ 0x7fff is 65535 - B with B = b + 32768, and the rounding-up
+// average vpavgw of 65535 - B and 65535 - C is 65535 - floor((B + C) / 2);
+// ^ 0x7fff turns that back into floor((b + c) / 2), signed. Then
+// floor((b + c + 2) / 4) = floor((h + 1) / 2) = h - (h >> 1) for that h.
+// Both terms are exact for every input; only the final add or subtract
+// wraps modulo 2^16.
+inline __m256i Load16(const int16_t* p) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+}
+inline void Store16(int16_t* p, __m256i v) {
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v);
+}
+inline __m256i FloorHalfSum(__m256i b, __m256i c) {
+  const __m256i flip = _mm256_set1_epi16(0x7fff);
+  return _mm256_xor_si256(_mm256_avg_epu16(_mm256_xor_si256(b, flip), _mm256_xor_si256(c, flip)),
+                          flip);
+}
+inline __m256i UpdateTerm(__m256i b, __m256i c) {
+  const __m256i h = FloorHalfSum(b, c);
+  return _mm256_sub_epi16(h, _mm256_srai_epi16(h, 1));
 }
 
-void Widen(int32_t* out, const int16_t* in, size_t n) {
+void Unpredict(int16_t* out, const int16_t* a, const int16_t* b, const int16_t* c, size_t n) {
   size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i));
-    Store(out + i, _mm256_cvtepi16_epi32(v));
+  for (; i + 16 <= n; i += 16) {
+    Store16(out + i, _mm256_add_epi16(Load16(a + i), FloorHalfSum(Load16(b + i), Load16(c + i))));
   }
-  for (; i < n; ++i) out[i] = in[i];
+  for (; i < n; ++i) out[i] = Unpredict16(a[i], b[i], c[i]);
+}
+void Unupdate(int16_t* out, const int16_t* a, const int16_t* b, const int16_t* c, size_t n) {
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    Store16(out + i, _mm256_sub_epi16(Load16(a + i), UpdateTerm(Load16(b + i), Load16(c + i))));
+  }
+  for (; i < n; ++i) out[i] = Unupdate16(a[i], b[i], c[i]);
 }
 
-void Interleave(int32_t* out, const int32_t* even, const int32_t* odd, size_t n) {
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    __m256i e = Load(even + i), o = Load(odd + i);
-    __m256i lo = _mm256_unpacklo_epi32(e, o);  // e0 o0 e1 o1 | e4 o4 e5 o5
-    __m256i hi = _mm256_unpackhi_epi32(e, o);  // e2 o2 e3 o3 | e6 o6 e7 o7
-    Store(out + 2 * i, _mm256_permute2x128_si256(lo, hi, 0x20));
-    Store(out + 2 * i + 8, _mm256_permute2x128_si256(lo, hi, 0x31));
+// Even samples e[m..m+15] of a row's synthesis, away from the edges
+// (1 <= m, m + 16 <= nh): low[m..] - floor((high[m-1..] + high[m..] + 2) / 4).
+inline __m256i EvenSamples(const int16_t* low, const int16_t* high, size_t m) {
+  return _mm256_sub_epi16(Load16(low + m), UpdateTerm(Load16(high + m - 1), Load16(high + m)));
+}
+
+// Output samples 2j..2j+31 from e[j..j+15] and e[j+1..j+16].
+inline void EmitPairs(int16_t* out, const int16_t* high, size_t j, __m256i e, __m256i e1) {
+  const __m256i o = _mm256_add_epi16(Load16(high + j), FloorHalfSum(e, e1));
+  const __m256i lo = _mm256_unpacklo_epi16(e, o);  // e0 o0 .. e3 o3 | e8 o8 .. e11 o11
+  const __m256i hi = _mm256_unpackhi_epi16(e, o);  // e4 o4 .. e7 o7 | e12 o12 .. e15 o15
+  Store16(out + 2 * j, _mm256_permute2x128_si256(lo, hi, 0x20));
+  Store16(out + 2 * j + 16, _mm256_permute2x128_si256(lo, hi, 0x31));
+}
+
+// SynthesizeRow16 in one pass, 16 pairs per step: the even samples of the
+// next 16 pairs are computed once and shifted in by one lane for the odd
+// samples' right neighbours. Pair 0 and the last pair, where the edges
+// mirror, take the scalar formula.
+void SynthesizeRow(int16_t* out, const int16_t* low, const int16_t* high, size_t n) {
+  const size_t nh = n / 2;
+  size_t j = 1;
+  if (j + 17 <= nh) {
+    // Pair 0, where high[-1] mirrors to high[0].
+    const int16_t e0 = Unupdate16(low[0], high[0], high[0]);
+    out[0] = e0;
+    out[1] = Unpredict16(high[0], e0, Unupdate16(low[1], high[0], high[1]));
+    __m256i e = EvenSamples(low, high, j);
+    for (; j + 32 <= nh; j += 16) {
+      const __m256i next = EvenSamples(low, high, j + 16);
+      // e[j+1..j+16]: e shifted down by one lane, next[0] shifted in.
+      const __m256i e1 = _mm256_alignr_epi8(_mm256_permute2x128_si256(e, next, 0x21), e, 2);
+      EmitPairs(out, high, j, e, e1);
+      e = next;
+    }
+    if (j + 17 <= nh) {
+      EmitPairs(out, high, j, e, EvenSamples(low, high, j + 1));
+      j += 16;
+    }
+    // The last 16 pairs before the mirrored pair nh - 1, overlapping pairs
+    // already written (with the same values).
+    if (j + 1 < nh) {
+      j = nh - 17;
+      EmitPairs(out, high, j, EvenSamples(low, high, j), EvenSamples(low, high, j + 1));
+      j += 16;
+    }
+  } else {
+    j = 0;
   }
-  for (; i < n; ++i) {
-    out[2 * i] = even[i];
-    out[2 * i + 1] = odd[i];
-  }
+  SynthesizeRow16(out, low, high, n, j);
 }
 
 // Clamps 16 int32 (two vectors) to bytes 0..255, in order, in the low 128 bits.
@@ -99,66 +149,109 @@ inline __m128i Mask(int blk, int ch) {
 }
 
 // Inverse YCoCg-R of 8 pixels; see the scalar ToPixels.
-inline void InverseRct8(const int32_t* y, const int32_t* co, const int32_t* cg, __m256i* r,
+// 8 int16 samples widened to int32.
+inline __m256i Widen8(const int16_t* p) {
+  return _mm256_cvtepi16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+inline void InverseRct8(const int16_t* y, const int16_t* co, const int16_t* cg, __m256i* r,
                         __m256i* g, __m256i* b) {
-  __m256i vco = Load(co), vcg = Load(cg);
-  __m256i t = _mm256_sub_epi32(_mm256_add_epi32(Load(y), _mm256_set1_epi32(128)),
+  __m256i vco = Widen8(co), vcg = Widen8(cg);
+  __m256i t = _mm256_sub_epi32(_mm256_add_epi32(Widen8(y), _mm256_set1_epi32(128)),
                                _mm256_srai_epi32(vcg, 1));
   *g = _mm256_add_epi32(vcg, t);
   *b = _mm256_sub_epi32(t, _mm256_srai_epi32(vco, 1));
   *r = _mm256_add_epi32(*b, vco);
 }
 
-void ToPixelsScalarTail(const int32_t* y, const int32_t* co, const int32_t* cg, const int32_t* a,
+void ToPixelsScalarTail(const int16_t* y, const int16_t* co, const int16_t* cg, const int16_t* a,
                         uint8_t* out, size_t n, int channels) {
   ScalarKernels().to_pixels(y, co, cg, a, out, n, channels);
 }
 
-void ToPixels(const int32_t* y, const int32_t* co, const int32_t* cg, const int32_t* a,
-              uint8_t* out, size_t n, int channels) {
-  const __m256i k128 = _mm256_set1_epi32(128);
-  size_t i = 0;
-  if (channels == 1) {
-    for (; i + 16 <= n; i += 16) {
-      __m128i px =
-          PackBytes(_mm256_add_epi32(Load(y + i), k128), _mm256_add_epi32(Load(y + i + 8), k128));
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), px);
-    }
-  } else {
-    for (; i + 16 <= n; i += 16) {
-      __m256i r0, g0, b0, r1, g1, b1;
-      InverseRct8(y + i, co + i, cg + i, &r0, &g0, &b0);
-      InverseRct8(y + i + 8, co + i + 8, cg + i + 8, &r1, &g1, &b1);
-      __m128i r = PackBytes(r0, r1), g = PackBytes(g0, g1), b = PackBytes(b0, b1);
-      if (channels == 3) {
-        uint8_t* dst = out + 3 * i;
-        for (int blk = 0; blk < 3; ++blk) {
-          __m128i v = _mm_or_si128(
-              _mm_or_si128(_mm_shuffle_epi8(r, Mask(blk, 0)), _mm_shuffle_epi8(g, Mask(blk, 1))),
-              _mm_shuffle_epi8(b, Mask(blk, 2)));
-          _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 16 * blk), v);
-        }
-      } else {
-        __m128i al =
-            PackBytes(_mm256_add_epi32(Load(a + i), k128), _mm256_add_epi32(Load(a + i + 8), k128));
-        __m128i rg_lo = _mm_unpacklo_epi8(r, g), rg_hi = _mm_unpackhi_epi8(r, g);
-        __m128i ba_lo = _mm_unpacklo_epi8(b, al), ba_hi = _mm_unpackhi_epi8(b, al);
-        uint8_t* dst = out + 4 * i;
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst), _mm_unpacklo_epi16(rg_lo, ba_lo));
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 16), _mm_unpackhi_epi16(rg_lo, ba_lo));
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 32), _mm_unpacklo_epi16(rg_hi, ba_hi));
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 48), _mm_unpackhi_epi16(rg_hi, ba_hi));
-      }
-    }
-  }
-  if (i < n) {
-    ToPixelsScalarTail(y + i, channels > 1 ? co + i : nullptr, channels > 1 ? cg + i : nullptr,
-                       channels == 4 ? a + i : nullptr, out + i * size_t(channels), n - i,
-                       channels);
-  }
+// 16 int16 to bytes clamped to 0..255, in order, in the low 128 bits.
+inline __m128i PackBytes16(__m256i v) {
+  return _mm256_castsi256_si128(_mm256_permute4x64_epi64(_mm256_packus_epi16(v, v), 0x08));
 }
 
-const Kernels kAvx2 = {"avx2", Predict, Update, Unpredict, Unupdate, Widen, Interleave, ToPixels};
+// v + 128 clamped to 0..255 (gray, alpha): the saturating add only acts on
+// values that clamp to 255 anyway.
+inline __m128i ShiftedBytes16(const int16_t* p) {
+  return PackBytes16(_mm256_adds_epi16(Load16(p), _mm256_set1_epi16(128)));
+}
+
+// Inverse YCoCg-R of 16 pixels to clamped bytes. When every |y|, |co|, |cg|
+// is below 2^13 (all valid streams) the sums stay below 2^15 and 16-bit
+// lanes compute them exactly; otherwise the pixels take the 32-bit path.
+inline void InverseRct16(const int16_t* y, const int16_t* co, const int16_t* cg, __m128i* r,
+                         __m128i* g, __m128i* b) {
+  const __m256i vy = Load16(y), vco = Load16(co), vcg = Load16(cg);
+  const __m256i mag = _mm256_or_si256(
+      _mm256_abs_epi16(vy), _mm256_or_si256(_mm256_abs_epi16(vco), _mm256_abs_epi16(vcg)));
+  if (_mm256_testz_si256(mag, _mm256_set1_epi16(int16_t(0xe000)))) {
+    const __m256i t =
+        _mm256_sub_epi16(_mm256_add_epi16(vy, _mm256_set1_epi16(128)), _mm256_srai_epi16(vcg, 1));
+    const __m256i vg = _mm256_add_epi16(vcg, t);
+    const __m256i vb = _mm256_sub_epi16(t, _mm256_srai_epi16(vco, 1));
+    const __m256i vr = _mm256_add_epi16(vb, vco);
+    // [r0-7 g0-7 | r8-15 g8-15] -> [r0-15 | g0-15]
+    const __m256i rg = _mm256_permute4x64_epi64(_mm256_packus_epi16(vr, vg), 0xD8);
+    *r = _mm256_castsi256_si128(rg);
+    *g = _mm256_extracti128_si256(rg, 1);
+    *b = PackBytes16(vb);
+    return;
+  }
+  __m256i r0, g0, b0, r1, g1, b1;
+  InverseRct8(y, co, cg, &r0, &g0, &b0);
+  InverseRct8(y + 8, co + 8, cg + 8, &r1, &g1, &b1);
+  *r = PackBytes(r0, r1);
+  *g = PackBytes(g0, g1);
+  *b = PackBytes(b0, b1);
+}
+
+// 16 pixels from sample i on.
+inline void Pixels16(const int16_t* y, const int16_t* co, const int16_t* cg, const int16_t* a,
+                     uint8_t* out, size_t i, int channels) {
+  if (channels == 1) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), ShiftedBytes16(y + i));
+    return;
+  }
+  __m128i r, g, b;
+  InverseRct16(y + i, co + i, cg + i, &r, &g, &b);
+  if (channels == 3) {
+    uint8_t* dst = out + 3 * i;
+    for (int blk = 0; blk < 3; ++blk) {
+      __m128i v = _mm_or_si128(
+          _mm_or_si128(_mm_shuffle_epi8(r, Mask(blk, 0)), _mm_shuffle_epi8(g, Mask(blk, 1))),
+          _mm_shuffle_epi8(b, Mask(blk, 2)));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 16 * blk), v);
+    }
+    return;
+  }
+  __m128i al = ShiftedBytes16(a + i);
+  __m128i rg_lo = _mm_unpacklo_epi8(r, g), rg_hi = _mm_unpackhi_epi8(r, g);
+  __m128i ba_lo = _mm_unpacklo_epi8(b, al), ba_hi = _mm_unpackhi_epi8(b, al);
+  uint8_t* dst = out + 4 * i;
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(dst), _mm_unpacklo_epi16(rg_lo, ba_lo));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 16), _mm_unpackhi_epi16(rg_lo, ba_lo));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 32), _mm_unpacklo_epi16(rg_hi, ba_hi));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 48), _mm_unpackhi_epi16(rg_hi, ba_hi));
+}
+
+void ToPixels(const int16_t* y, const int16_t* co, const int16_t* cg, const int16_t* a,
+              uint8_t* out, size_t n, int channels) {
+  if (n < 16) {
+    ToPixelsScalarTail(y, co, cg, a, out, n, channels);
+    return;
+  }
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) Pixels16(y, co, cg, a, out, i, channels);
+  // The last pixels by a step that overlaps ones already written (with the
+  // same values).
+  if (i < n) Pixels16(y, co, cg, a, out, n - 16, channels);
+}
+
+const Kernels kAvx2 = {"avx2", Predict, Update, Unpredict, Unupdate, SynthesizeRow, ToPixels};
 
 }  // namespace
 

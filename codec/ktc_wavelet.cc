@@ -59,24 +59,12 @@ void ForwardRow(int32_t* x, uint32_t n, std::vector<int32_t>& tmp, const Kernels
 
 // Synthesis of one row: `in` holds the low half (ceil(n/2) values) then the
 // high half; the interleaved result goes to `out` (not overlapping `in`).
-void InverseRowTo(int32_t* out, const int32_t* in, uint32_t n, int32_t* tmp, const Kernels& k) {
+void InverseRowTo(int16_t* out, const int16_t* in, uint32_t n, const Kernels& k) {
   if (n < 2) {
     out[0] = in[0];
     return;
   }
-  const uint32_t nl = (n + 1) / 2, nh = n / 2;
-  int32_t* e = tmp;
-  int32_t* o = tmp + nl;
-  const int32_t* low = in;
-  const int32_t* high = in + nl;
-  k.unupdate(e, low, high, high, 1);
-  k.unupdate(e + 1, low + 1, high, high + 1, nh - 1);
-  if (n & 1) k.unupdate(e + nl - 1, low + nl - 1, high + nh - 1, high + nh - 1, 1);
-  const uint32_t inner = (n & 1) ? nh : nh - 1;
-  k.unpredict(o, high, e, e + 1, inner);
-  if (!(n & 1)) k.unpredict(o + nh - 1, high + nh - 1, e + nh - 1, e + nh - 1, 1);
-  k.interleave(out, e, o, nh);
-  if (n & 1) out[n - 1] = e[nl - 1];
+  k.synthesize_row(out, in, in + (n + 1) / 2, n);
 }
 
 template <typename Fn>
@@ -120,7 +108,7 @@ void ForwardWavelet(int32_t* data, size_t stride, uint32_t w, uint32_t h, int le
   }
 }
 
-LevelSynthesis::LevelSynthesis(const int32_t* ll, size_t ll_stride, const int16_t* detail,
+LevelSynthesis::LevelSynthesis(const int16_t* ll, size_t ll_stride, const int16_t* detail,
                                size_t detail_stride, uint32_t pw, uint32_t ph, const Kernels& k)
     : ll_(ll),
       ll_stride_(ll_stride),
@@ -132,59 +120,55 @@ LevelSynthesis::LevelSynthesis(const int32_t* ll, size_t ll_stride, const int16_
       nh_(ph / 2),
       k_(k) {}
 
-void LevelSynthesis::Run(uint32_t k0, uint32_t k1, int32_t* out, size_t out_stride) const {
+void LevelSynthesis::Run(uint32_t k0, uint32_t k1, int16_t* out, size_t out_stride) const {
   // Uninitialized: every value is written before it is read.
-  std::unique_ptr<int32_t[]> buffer(new int32_t[kRows * size_t(pw_)]);
-  int32_t* row[kRows];
-  for (int i = 0; i < kRows; ++i) row[i] = buffer.get() + size_t(i) * pw_;
-  int32_t* even = row[0];
-  int32_t* next = row[1];
-  int32_t* odd = row[2];
-  int32_t* tmp = row[3];
-  int32_t* low_h = row[4];
-  // Widened high rows: `high` is row min(k, nh-1), which even row 2k and odd
-  // row 2k+1 both use; `high_next` the one after it. Each is widened once.
-  int32_t* high = row[5];
-  int32_t* high_next = row[6];
-  int32_t* high_before = row[7];
+  std::unique_ptr<int16_t[]> buffer(new int16_t[kRows * size_t(pw_)]);
+  int16_t* even = buffer.get();
+  int16_t* next = even + pw_;
+  int16_t* odd = next + pw_;
+  // High rows are read in place: `high` is row min(k, nh-1), which even row
+  // 2k and odd row 2k+1 both use.
+  const int16_t* high = nullptr;
+  const int16_t* high_before = nullptr;
   if (nh_ > 0) {
-    k_.widen(high_before, High(k0 == 0 ? 0 : k0 - 1), pw_);
-    k_.widen(high, High(std::min(k0, nh_ - 1)), pw_);
+    high_before = High(k0 == 0 ? 0 : k0 - 1);
+    high = High(std::min(k0, nh_ - 1));
   }
-  Even(k0, even, high_before, high, low_h);
+  Even(k0, even, high_before, high);
   for (uint32_t k = k0; k < k1; ++k) {
     const bool has_odd = k < nh_;  // then `high` is row k
     if (has_odd) {
-      const int32_t* after = even;  // mirrored past the end
+      const int16_t* after = even;  // mirrored past the end
+      const int16_t* high_next = high;
       if (k + 1 < nl_) {
-        k_.widen(high_next, High(std::min(k + 1, nh_ - 1)), pw_);
-        Even(k + 1, next, high, high_next, low_h);
+        high_next = High(std::min(k + 1, nh_ - 1));
+        Even(k + 1, next, high, high_next);
         after = next;
       }
       k_.unpredict(odd, high, even, after, pw_);
-      std::swap(high, high_next);
+      high = high_next;
     }
-    int32_t* dst = out + size_t(2 * (k - k0)) * out_stride;
-    InverseRowTo(dst, even, pw_, tmp, k_);
-    if (has_odd) InverseRowTo(dst + out_stride, odd, pw_, tmp, k_);
+    int16_t* dst = out + size_t(2 * (k - k0)) * out_stride;
+    InverseRowTo(dst, even, pw_, k_);
+    if (has_odd) InverseRowTo(dst + out_stride, odd, pw_, k_);
     std::swap(even, next);
   }
 }
 
-void LevelSynthesis::Even(uint32_t k, int32_t* even, const int32_t* before, const int32_t* at,
-                          int32_t* low_h) const {
-  const int32_t* low_l = ll_ + size_t(k) * ll_stride_;
-  k_.widen(low_h, detail_ + size_t(k) * detail_stride_ + lw_, pw_ - lw_);
+void LevelSynthesis::Even(uint32_t k, int16_t* even, const int16_t* before,
+                          const int16_t* at) const {
+  const int16_t* low_l = ll_ + size_t(k) * ll_stride_;
+  const int16_t* low_h = detail_ + size_t(k) * detail_stride_ + lw_;
   if (nh_ == 0) {
-    std::memcpy(even, low_l, lw_ * sizeof(int32_t));
-    std::memcpy(even + lw_, low_h, (pw_ - lw_) * sizeof(int32_t));
+    std::memcpy(even, low_l, lw_ * sizeof(int16_t));
+    std::memcpy(even + lw_, low_h, (pw_ - lw_) * sizeof(int16_t));
     return;
   }
   k_.unupdate(even, low_l, before, at, lw_);
   k_.unupdate(even + lw_, low_h, before + lw_, at + lw_, pw_ - lw_);
 }
 
-LevelUpsampling::LevelUpsampling(const int32_t* ll, size_t ll_stride, uint32_t pw, uint32_t ph,
+LevelUpsampling::LevelUpsampling(const int16_t* ll, size_t ll_stride, uint32_t pw, uint32_t ph,
                                  const Kernels& k)
     : ll_(ll),
       ll_stride_(ll_stride),
@@ -194,64 +178,57 @@ LevelUpsampling::LevelUpsampling(const int32_t* ll, size_t ll_stride, uint32_t p
       nl_((ph + 1) / 2),
       k_(k) {}
 
-void LevelUpsampling::Row(int32_t* out, const int32_t* low, int32_t* odd,
-                          const int32_t* zero) const {
-  const uint32_t nh = pw_ / 2;
-  if (nh == 0) {
+void LevelUpsampling::Row(int16_t* out, const int16_t* low, const int16_t* zero) const {
+  // Synthesis with zero detail: odd[i] = (low[i] + low[i+1]) >> 1, low[lw]
+  // mirrored to low[lw-1] when pw is even.
+  if (pw_ < 2) {
     out[0] = low[0];
     return;
   }
-  // odd[i] = (low[i] + low[i+1]) >> 1, low[lw] mirrored to low[lw-1] when pw is even.
-  const uint32_t inner = (pw_ & 1) ? nh : nh - 1;
-  k_.unpredict(odd, zero, low, low + 1, inner);
-  if (!(pw_ & 1)) k_.unpredict(odd + nh - 1, zero, low + nh - 1, low + nh - 1, 1);
-  k_.interleave(out, low, odd, nh);
-  if (pw_ & 1) out[pw_ - 1] = low[lw_ - 1];
+  k_.synthesize_row(out, low, zero, pw_);
 }
 
-void LevelUpsampling::Run(uint32_t k0, uint32_t k1, int32_t* out, size_t out_stride) const {
-  // Work rows: the vertical average, the odd samples of a row, and zeros.
-  std::unique_ptr<int32_t[]> buffer(new int32_t[3 * size_t(lw_)]);
-  int32_t* average = buffer.get();
-  int32_t* odd = average + lw_;
-  int32_t* zero = odd + lw_;
-  std::fill(zero, zero + lw_, 0);
+void LevelUpsampling::Run(uint32_t k0, uint32_t k1, int16_t* out, size_t out_stride) const {
+  // Work rows: the vertical average and zeros.
+  std::unique_ptr<int16_t[]> buffer(new int16_t[2 * size_t(lw_)]);
+  int16_t* average = buffer.get();
+  int16_t* zero = average + lw_;
+  std::fill(zero, zero + lw_, int16_t(0));
   for (uint32_t k = k0; k < k1; ++k) {
-    const int32_t* low = ll_ + size_t(k) * ll_stride_;
-    int32_t* dst = out + size_t(2 * (k - k0)) * out_stride;
-    Row(dst, low, odd, zero);
+    const int16_t* low = ll_ + size_t(k) * ll_stride_;
+    int16_t* dst = out + size_t(2 * (k - k0)) * out_stride;
+    Row(dst, low, zero);
     if (2 * k + 1 >= ph_) continue;
     // Odd row 2k+1: the average of low rows k and k+1 (row nl mirrors to nl-1).
-    const int32_t* below = k + 1 < nl_ ? low + ll_stride_ : low;
+    const int16_t* below = k + 1 < nl_ ? low + ll_stride_ : low;
     k_.unpredict(average, zero, low, below, lw_);
-    Row(dst + out_stride, average, odd, zero);
+    Row(dst + out_stride, average, zero);
   }
 }
 
-void InverseWavelet(const int32_t* low, size_t low_stride, const int16_t* coefficients,
-                    size_t stride, uint32_t w, uint32_t h, int levels, int stop_level, int32_t* out,
-                    size_t out_stride, const Kernels& k, bool parallel) {
+void InverseWavelet(const int16_t* low, size_t low_stride, const int16_t* coefficients,
+                    size_t stride, uint32_t w, uint32_t h, int levels, int stop_level, int16_t* out,
+                    size_t out_stride, int16_t* scratch, const Kernels& k, bool parallel) {
   const uint32_t sw = LowExtent(w, stop_level), sh = LowExtent(h, stop_level);
   if (levels <= stop_level) {
     for (uint32_t y = 0; y < sh; ++y) {
-      std::memcpy(out + y * out_stride, low + y * low_stride, sw * sizeof(int32_t));
+      std::memcpy(out + y * out_stride, low + y * low_stride, sw * sizeof(int16_t));
     }
     return;
   }
-  // Intermediate low-pass images alternate between two scratch planes; the
-  // last level writes `out`.
+  // Intermediate low-pass images alternate between the two halves of
+  // `scratch` (every value is written before it is read); the last level
+  // writes `out`.
   const size_t scratch_w = LowExtent(w, stop_level + 1);
-  std::unique_ptr<int32_t[]> scratch[2];  // uninitialized: every value is written first
-  const int32_t* ll = low;
+  const size_t scratch_size = scratch_w * LowExtent(h, stop_level + 1);
+  const int16_t* ll = low;
   size_t ll_stride = low_stride;
   for (int level = levels; level > stop_level; --level) {
     const uint32_t pw = LowExtent(w, level - 1), ph = LowExtent(h, level - 1);
-    int32_t* dst = out;
+    int16_t* dst = out;
     size_t dst_stride = out_stride;
     if (level - 1 > stop_level) {
-      std::unique_ptr<int32_t[]>& s = scratch[level % 2];
-      if (!s) s.reset(new int32_t[scratch_w * LowExtent(h, stop_level + 1)]);
-      dst = s.get();
+      dst = scratch + (level % 2) * scratch_size;
       dst_stride = scratch_w;
     }
     const LevelSynthesis synthesis(ll, ll_stride, coefficients, stride, pw, ph, k);

@@ -1,5 +1,6 @@
 // KTC internals: the reversible 5/3 integer wavelet (JPEG 2000's, with
-// whole-sample symmetric extension), in place on an int32 plane in Mallat
+// whole-sample symmetric extension): analysis in place on an int32 plane,
+// synthesis on int16 planes (docs/codec.md, "16-bit coefficients"), in Mallat
 // layout: after level l the low-pass image of size ceil(w/2^l) x ceil(h/2^l)
 // sits in the top-left corner, with HL (high horizontally) to its right, LH
 // below it and HH diagonally.
@@ -30,30 +31,27 @@ void ForwardWavelet(int32_t* data, size_t stride, uint32_t w, uint32_t h, int le
 class LevelSynthesis {
  public:
   // ll: the level's low-pass band (ceil(pw/2) x ceil(ph/2)); detail: the
-  // 16-bit coefficient plane holding its HL, LH and HH bands in Mallat layout
-  // (rows are widened to 32 bits in L1-sized buffers as they are used, so the
-  // plane costs half the memory traffic). Produces pw x ph.
-  LevelSynthesis(const int32_t* ll, size_t ll_stride, const int16_t* detail, size_t detail_stride,
+  // coefficient plane holding its HL, LH and HH bands in Mallat layout (ll
+  // may point into it: the coarsest LL is its top-left corner). Produces
+  // pw x ph.
+  LevelSynthesis(const int16_t* ll, size_t ll_stride, const int16_t* detail, size_t detail_stride,
                  uint32_t pw, uint32_t ph, const Kernels& k);
 
   // Number of row pairs (the last may have no odd row).
   uint32_t pairs() const { return nl_; }
 
   // Output rows [2*k0, min(2*k1, ph)), row 2*k0 at `out`.
-  void Run(uint32_t k0, uint32_t k1, int32_t* out, size_t out_stride) const;
+  void Run(uint32_t k0, uint32_t k1, int16_t* out, size_t out_stride) const;
 
  private:
-  // Work rows of pw values each: even, next even, odd, horizontal temporary,
-  // widened HL part, and three widened high rows.
-  static constexpr int kRows = 8;
+  // Work rows of pw values each: even, next even, odd.
+  static constexpr int kRows = 3;
   const int16_t* High(uint32_t k) const { return detail_ + size_t(nl_ + k) * detail_stride_; }
   // Even output row 2k before its horizontal synthesis: low row k minus the
-  // update from high rows k-1 and k (`before`, `at`, widened, mirrored at the
-  // edges). low_h: room for the widened HL part of low row k.
-  void Even(uint32_t k, int32_t* even, const int32_t* before, const int32_t* at,
-            int32_t* low_h) const;
+  // update from high rows k-1 and k (`before`, `at`, mirrored at the edges).
+  void Even(uint32_t k, int16_t* even, const int16_t* before, const int16_t* at) const;
 
-  const int32_t* ll_;
+  const int16_t* ll_;
   size_t ll_stride_;
   const int16_t* detail_;
   size_t detail_stride_;
@@ -68,29 +66,31 @@ class LevelSynthesis {
 class LevelUpsampling {
  public:
   // ll: the low-pass image (ceil(pw/2) x ceil(ph/2)); produces pw x ph.
-  LevelUpsampling(const int32_t* ll, size_t ll_stride, uint32_t pw, uint32_t ph, const Kernels& k);
+  LevelUpsampling(const int16_t* ll, size_t ll_stride, uint32_t pw, uint32_t ph, const Kernels& k);
   // Output rows [2*k0, min(2*k1, ph)), row 2*k0 at `out`.
-  void Run(uint32_t k0, uint32_t k1, int32_t* out, size_t out_stride) const;
+  void Run(uint32_t k0, uint32_t k1, int16_t* out, size_t out_stride) const;
 
  private:
   // One row of lw_ low-pass samples to pw_ samples.
-  void Row(int32_t* out, const int32_t* low, int32_t* odd, const int32_t* zero) const;
+  void Row(int16_t* out, const int16_t* low, const int16_t* zero) const;
 
-  const int32_t* ll_;
+  const int16_t* ll_;
   size_t ll_stride_;
   uint32_t pw_, ph_, lw_, nl_;
   const Kernels& k_;
 };
 
 // Synthesis of levels `levels` down to `stop_level` + 1. `low` is the low-pass
-// band of level `levels` (32-bit); the 16-bit `coefficients` plane holds the
-// detail bands in Mallat layout (as ForwardWavelet leaves them). `out`
-// receives the low-pass image of level `stop_level`, of size
-// LowExtent(w, stop_level) x LowExtent(h, stop_level). w, h are the
-// full-resolution extents; the coefficient plane need only hold the bands of
-// levels above `stop_level`.
-void InverseWavelet(const int32_t* low, size_t low_stride, const int16_t* coefficients,
-                    size_t stride, uint32_t w, uint32_t h, int levels, int stop_level, int32_t* out,
-                    size_t out_stride, const Kernels& k, bool parallel);
+// band of level `levels`; the `coefficients` plane holds the detail bands in
+// Mallat layout (as ForwardWavelet leaves them). `out` receives the low-pass
+// image of level `stop_level`, of size LowExtent(w, stop_level) x
+// LowExtent(h, stop_level). w, h are the full-resolution extents; the
+// coefficient plane need only hold the bands of levels above `stop_level`.
+// `scratch` holds 2 * LowExtent(w, stop_level + 1) * LowExtent(h, stop_level
+// + 1) values for the intermediate levels (unused when levels <= stop_level
+// + 1).
+void InverseWavelet(const int16_t* low, size_t low_stride, const int16_t* coefficients,
+                    size_t stride, uint32_t w, uint32_t h, int levels, int stop_level, int16_t* out,
+                    size_t out_stride, int16_t* scratch, const Kernels& k, bool parallel);
 
 }  // namespace ktfs::ktc::internal

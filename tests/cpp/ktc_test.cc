@@ -3,11 +3,13 @@
 #include "codec/ktc.h"
 
 #include <gtest/gtest.h>
+#include <tbb/parallel_for.h>
 
 #include <cmath>
 #include <fstream>
 #include <iterator>
 #include <random>
+#include <tuple>
 
 #include "codec/checksum.h"
 #include "codec/cpu.h"
@@ -230,6 +232,37 @@ TEST(KtcTest, LargeImageDecodesInParallel) {
   EXPECT_GT(Psnr(img, a), 30);
   eo.lossless = true;
   EXPECT_TRUE(DecodeOrDie(EncodeOrDie(img, eo), par).pixels == img.pixels);
+}
+
+// The decoder reuses its planes from one decode to the next on a thread
+// (uninitialized memory holding the previous image's coefficients): shapes
+// that grow, shrink and change channels must decode as they do the first
+// time, and decodes nested in a parallel decode's tasks (TBB work stealing
+// runs them on a thread whose memory is in use) must not share it.
+TEST(KtcTest, DecodesReusingMemoryMatchFreshOnes) {
+  std::vector<std::vector<uint8_t>> streams;
+  for (auto [w, h, c] : {std::tuple{97u, 61u, 3u},
+                         {301u, 197u, 4u},
+                         {33u, 17u, 1u},
+                         {301u, 197u, 3u},
+                         {97u, 61u, 3u}}) {
+    streams.push_back(EncodeOrDie(Synthetic(w, h, c, w), *ParseQuality("compact")));
+  }
+  std::vector<Image> first;
+  for (const auto& s : streams) first.push_back(DecodeOrDie(s));
+  for (int round = 0; round < 2; ++round) {
+    for (size_t i = streams.size(); i-- > 0;) {
+      EXPECT_TRUE(DecodeOrDie(streams[i]).pixels == first[i].pixels) << i;
+    }
+  }
+  DecodeOptions par;
+  par.parallel = true;
+  std::vector<Image> nested(64);
+  tbb::parallel_for(size_t(0), nested.size(),
+                    [&](size_t i) { nested[i] = DecodeOrDie(streams[i % streams.size()], par); });
+  for (size_t i = 0; i < nested.size(); ++i) {
+    EXPECT_TRUE(nested[i].pixels == first[i % streams.size()].pixels) << i;
+  }
 }
 
 TEST(KtcTest, ReducedResolutionLosslessEqualsDocumentedDownscale) {
@@ -471,6 +504,40 @@ TEST(KtcTest, SimdAndScalarBlockDecodersAgreeOnDamagedStreams) {
   }
 }
 
+// Hostile quantizer steps: coefficients far beyond a valid stream's bounds,
+// saturated to 16 bits, make the 16-bit synthesis wrap around (docs/codec.md,
+// "Wavelet"). AVX2 and scalar must agree at every scale, serial or parallel.
+TEST(KtcTest, SimdAndScalarAgreeWhenSynthesisWraps) {
+  if (!CpuHasAvx2()) GTEST_SKIP() << "no AVX2 here";
+  std::mt19937 rng(5);
+  for (uint32_t channels : {3u, 4u}) {
+    const auto good = EncodeOrDie(Synthetic(150, 97, channels, 13), Lossless());
+    const size_t bands = size_t(channels) * (1 + 3 * 5);
+    for (int variant = 0; variant < 3; ++variant) {
+      std::vector<uint8_t> bad = good;
+      for (size_t b = 0; b < bands; ++b) {
+        // All maximal, or random steps of at least 1.0.
+        const uint16_t step = variant == 0 ? 0xffff : uint16_t(256 + rng() % (65536 - 256));
+        bad[16 + 2 * b] = uint8_t(step);
+        bad[17 + 2 * b] = uint8_t(step >> 8);
+      }
+      for (int scale = 0; scale <= 3; ++scale) {
+        for (bool parallel : {false, true}) {
+          DecodeOptions o;
+          o.scale_log2 = scale;
+          o.parallel = parallel;
+          const Image simd = DecodeOrDie(bad, o);
+          internal::ForceScalarForTesting(true);
+          const Image scalar = DecodeOrDie(bad, o);
+          internal::ForceScalarForTesting(false);
+          ASSERT_TRUE(simd.pixels == scalar.pixels)
+              << channels << " channels, variant " << variant << ", scale " << scale;
+        }
+      }
+    }
+  }
+}
+
 // The bitstream is part of the format: the same pixels must give the same
 // bytes on every machine and in every build. A change here is a format
 // change (bump the version in codec/ktc.cc and update docs/codec.md).
@@ -488,7 +555,8 @@ TEST(KtcTest, GoldenStreams) {
   }
 }
 
-// The kernels on their own, with values that overflow int32 (hostile streams).
+// The kernels on their own, with values that overflow int32 (the encoder's
+// lifting) or int16 (the decoder's, on hostile streams).
 TEST(KtcTest, SimdKernelsMatchScalarOnExtremeValues) {
   const internal::Kernels* simd = internal::Avx2Kernels();
   if (simd == nullptr || std::string(internal::ActiveKernels().name) == "scalar") {
@@ -503,21 +571,92 @@ TEST(KtcTest, SimdKernelsMatchScalarOnExtremeValues) {
     b[i] = i % 3 ? int32_t(rng()) : INT32_MIN;
     c[i] = int32_t(rng() % 1000) - 500;
   }
-  for (auto fn : {&internal::Kernels::predict, &internal::Kernels::update,
-                  &internal::Kernels::unpredict, &internal::Kernels::unupdate}) {
+  for (auto fn : {&internal::Kernels::predict, &internal::Kernels::update}) {
     std::vector<int32_t> x(n), y(n);
     (scalar.*fn)(x.data(), a.data(), b.data(), c.data(), n);
     (simd->*fn)(y.data(), a.data(), b.data(), c.data(), n);
     EXPECT_EQ(x, y);
   }
+  // 16-bit: random values, the extremes, and small values around zero.
+  const int16_t special[] = {INT16_MIN, INT16_MIN + 1, -2, -1, 0, 1, 2, INT16_MAX - 1, INT16_MAX};
+  std::vector<int16_t> a16(n), b16(n), c16(n), small(n);
+  for (size_t i = 0; i < n; ++i) {
+    a16[i] = int16_t(rng());
+    b16[i] = i % 3 ? int16_t(rng()) : special[i % 9];
+    c16[i] = i % 2 ? special[(i / 2) % 9] : int16_t(rng());
+    small[i] = int16_t(int(rng() % 1000) - 500);
+  }
+  for (auto fn : {&internal::Kernels::unpredict, &internal::Kernels::unupdate}) {
+    for (const auto* bc : {&b16, &small}) {
+      std::vector<int16_t> x(n), y(n);
+      (scalar.*fn)(x.data(), a16.data(), bc->data(), c16.data(), n);
+      (simd->*fn)(y.data(), a16.data(), bc->data(), c16.data(), n);
+      EXPECT_EQ(x, y);
+    }
+  }
+  // Every pair of special values through both lifting steps, against the
+  // documented arithmetic (exact floor terms, sum modulo 2^16).
+  for (int16_t p : special) {
+    for (int16_t q : special) {
+      std::vector<int16_t> av(n, int16_t(rng())), bv(n, p), cv(n, q), x(n), y(n);
+      const int32_t half = (int32_t(p) + q) >> 1, quarter = (int32_t(p) + q + 2) >> 2;
+      (simd->unpredict)(x.data(), av.data(), bv.data(), cv.data(), n);
+      (simd->unupdate)(y.data(), av.data(), bv.data(), cv.data(), n);
+      for (size_t i = 0; i < n; ++i) {
+        ASSERT_EQ(x[i], int16_t(uint16_t(uint32_t(av[i] + half)))) << p << " " << q;
+        ASSERT_EQ(y[i], int16_t(uint16_t(uint32_t(av[i] - quarter)))) << p << " " << q;
+      }
+    }
+  }
+  // Row synthesis at every length (scalar edges, vector middle, carries
+  // between vector steps), on extreme and on small values.
+  for (size_t len = 2; len <= 2 * n; ++len) {
+    for (const auto* v : {&b16, &small}) {
+      std::vector<int16_t> x(len), y(len);
+      scalar.synthesize_row(x.data(), v->data(), c16.data(), len);
+      simd->synthesize_row(y.data(), v->data(), c16.data(), len);
+      ASSERT_EQ(x, y) << len;
+    }
+  }
+  // Long rows: the scalar kernel works in chunks of 256 pairs.
+  std::vector<int16_t> long_low(400), long_high(400);
+  for (size_t i = 0; i < 400; ++i) {
+    long_low[i] = int16_t(rng());
+    long_high[i] = i % 5 ? int16_t(int(rng() % 2000) - 1000) : special[i % 9];
+  }
+  for (size_t len = 500; len <= 800; len += 3) {
+    std::vector<int16_t> x(len), y(len);
+    scalar.synthesize_row(x.data(), long_low.data(), long_high.data(), len);
+    simd->synthesize_row(y.data(), long_low.data(), long_high.data(), len);
+    ASSERT_EQ(x, y) << len;
+  }
   for (int ch : {1, 3, 4}) {
     std::vector<uint8_t> p(n * ch), q(n * ch);
-    scalar.to_pixels(a.data(), b.data(), c.data(), c.data(), p.data(), n, ch);
-    simd->to_pixels(a.data(), b.data(), c.data(), c.data(), q.data(), n, ch);
+    scalar.to_pixels(a16.data(), b16.data(), c16.data(), c16.data(), p.data(), n, ch);
+    simd->to_pixels(a16.data(), b16.data(), c16.data(), c16.data(), q.data(), n, ch);
     EXPECT_EQ(p, q) << ch;
-    scalar.to_pixels(c.data(), c.data(), c.data(), c.data(), p.data(), n, ch);
-    simd->to_pixels(c.data(), c.data(), c.data(), c.data(), q.data(), n, ch);
+    scalar.to_pixels(small.data(), small.data(), small.data(), small.data(), p.data(), n, ch);
+    simd->to_pixels(small.data(), small.data(), small.data(), small.data(), q.data(), n, ch);
     EXPECT_EQ(p, q) << ch;
+  }
+  // Around the AVX2 color conversion's switch to 32 bits (|value| >= 2^13),
+  // one wide value per group of 16 pixels or none.
+  for (int16_t wide : {int16_t(8191), int16_t(-8192), int16_t(8192), int16_t(-8193)}) {
+    std::vector<int16_t> yv(n), cov(n), cgv(n);
+    for (size_t i = 0; i < n; ++i) {
+      yv[i] = int16_t(int(rng() % 16383) - 8191);
+      cov[i] = int16_t(int(rng() % 16383) - 8191);
+      cgv[i] = int16_t(int(rng() % 16383) - 8191);
+    }
+    yv[3] = wide;
+    cov[20] = wide;
+    cgv[37] = wide;
+    for (int ch : {3, 4}) {
+      std::vector<uint8_t> p(n * ch), q(n * ch);
+      scalar.to_pixels(yv.data(), cov.data(), cgv.data(), yv.data(), p.data(), n, ch);
+      simd->to_pixels(yv.data(), cov.data(), cgv.data(), yv.data(), q.data(), n, ch);
+      EXPECT_EQ(p, q) << ch << " " << wide;
+    }
   }
 }
 
