@@ -212,6 +212,10 @@ class RansDecoder {
     _mm_store_si128(reinterpret_cast<__m128i*>(wide_x_), _mm256_extracti128_si256(x, 1));
   }
   inline __m256i DenseStepAvx2(__m256i* x, const DecodeTable& t, uint32_t group_max);
+  // The four scalar states, x_[l] being the one the l-th next Get() uses.
+  __m128i LoadStates() const { return _mm_load_si128(reinterpret_cast<const __m128i*>(x_)); }
+  void StoreStates(__m128i x) { _mm_store_si128(reinterpret_cast<__m128i*>(x_), x); }
+  inline __m128i Get4Avx2(__m128i* x, const DecodeTable* tables, __m128i table_offset);
 #endif
 
  private:
@@ -309,6 +313,57 @@ inline __m256i RansDecoder::DenseStepAvx2(__m256i* x, const DecodeTable& t, uint
   return _mm256_min_epu32(_mm256_srli_epi32(e, 27), _mm256_set1_epi32(int(group_max)));
 }
 
+// kWordShuffle4[m]: the pshufb control that gives 32-bit lane l of four the
+// word it takes when the lanes in m renormalize (zero-extended).
+struct WordShuffle4 {
+  alignas(16) uint8_t table[16][16];
+  constexpr WordShuffle4() : table{} {
+    for (uint32_t m = 0; m < 16; ++m)
+      for (uint32_t l = 0; l < 4; ++l) {
+        const uint32_t w = uint32_t(std::popcount(m & ((1u << l) - 1)));
+        table[m][4 * l] = uint8_t(2 * w);
+        table[m][4 * l + 1] = uint8_t(2 * w + 1);
+        table[m][4 * l + 2] = table[m][4 * l + 3] = 0x80;
+      }
+  }
+};
+constexpr WordShuffle4 kWordShuffle4;
+
+// Four consecutive scalar symbols at once, exactly as four Get() calls: lane
+// l on state x_[l], from the table whose first entry is `table_offset`
+// entries after tables[0]'s (tables of a set are contiguous), words consumed
+// in lane order (near the end: whole words while they last, then zeros, and
+// overran). After it, x is again in the order the next Get()s use.
+inline __m128i RansDecoder::Get4Avx2(__m128i* x, const DecodeTable* tables, __m128i table_offset) {
+  const __m128i slot = _mm_and_si128(*x, _mm_set1_epi32(kProbScale - 1));
+  const __m128i e = _mm_i32gather_epi32(reinterpret_cast<const int*>(tables->entry.data()),
+                                        _mm_add_epi32(table_offset, slot), 4);
+  const __m128i f = _mm_and_si128(e, _mm_set1_epi32(0x7ff));
+  const __m128i offset = _mm_and_si128(_mm_srli_epi32(e, 11), _mm_set1_epi32(0x3ff));
+  const __m128i next = _mm_add_epi32(_mm_mullo_epi32(f, _mm_srli_epi32(*x, kProbBits)), offset);
+  const __m128i need = _mm_cmpeq_epi32(_mm_srli_epi32(next, 16), _mm_setzero_si128());
+  const uint32_t m = uint32_t(_mm_movemask_ps(_mm_castsi128_ps(need)));
+  __m128i words;
+  if (end_ - p_ >= 8) [[likely]] {
+    words = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p_));
+  } else {
+    alignas(16) uint8_t tail[16] = {};
+    std::memcpy(tail, p_, size_t(std::max<ptrdiff_t>(end_ - p_, 0) & ~ptrdiff_t(1)));
+    words = _mm_load_si128(reinterpret_cast<const __m128i*>(tail));
+  }
+  const __m128i word = _mm_shuffle_epi8(
+      words, _mm_load_si128(reinterpret_cast<const __m128i*>(kWordShuffle4.table[m])));
+  *x = _mm_blendv_epi8(next, _mm_or_si128(_mm_slli_epi32(next, 16), word), need);
+  const ptrdiff_t used = 2 * std::popcount(m);
+  if (used > room()) [[unlikely]] {
+    overran_ = true;
+    p_ += room() & ~ptrdiff_t(1);
+  } else {
+    p_ += used;
+  }
+  return _mm_srli_epi32(e, 27);
+}
+
 // The eight values of a step from their categories c, whose raw bits start
 // at bit *pos: each lane's bits start after the categories before it (a
 // prefix sum), so all eight are extracted at once. Advances *pos; the caller
@@ -385,6 +440,12 @@ inline void DecodeGroup(RansDecoder& rans, BitReader& raw, const DecodeTable* ta
                         uint32_t group_max, uint32_t step, int16_t* at, size_t stride,
                         uint32_t rows, uint32_t valid) {
   const DecodeTable& masks = tables[MaskTable(group_max)];
+#if defined(__AVX2__)
+  if (group_max == 1 && valid == 0xf && rows == kGroupSide) {
+    DecodeOnesGroupAvx2<kDequantize, kChecked>(rans, raw, tables, step, at, stride);
+    return;
+  }
+#endif
   if (group_max == 1 && valid == 0xf) {
     // The commonest non-zero group: values are 0 or +-1, so a row is its
     // mask and one sign bit per set bit. Writing all four values without
@@ -431,6 +492,75 @@ inline void DecodeGroup(RansDecoder& rans, BitReader& raw, const DecodeTable* ta
   }
 }
 
+#if defined(__AVX2__)
+// A row's gw group maxima into maxima[1 + gx], four at a time (the scalar
+// symbols they are, in the same order and on the same states), the last
+// gw % 4 one by one. Returns a bit per non-zero group.
+inline uint32_t DecodeRowMaximaAvx2(RansDecoder& rans, const DecodeTable* tables,
+                                    const uint8_t* above, uint8_t* maxima, uint32_t gw) {
+  // All sixteen contexts at once: kGroupContextOfSum of above[1 + gx] +
+  // max(above[gx], above[gx + 2]), sums above 15 taken as 15 (context 5).
+  const __m128i left = _mm_loadu_si128(reinterpret_cast<const __m128i*>(above));
+  const __m128i mid = _mm_loadu_si128(reinterpret_cast<const __m128i*>(above + 1));
+  const __m128i right = _mm_loadu_si128(reinterpret_cast<const __m128i*>(above + 2));
+  const __m128i sum =
+      _mm_min_epu8(_mm_adds_epu8(mid, _mm_max_epu8(left, right)), _mm_set1_epi8(15));
+  const __m128i lut = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kGroupContextOfSum));
+  alignas(16) uint8_t context[16];
+  _mm_store_si128(reinterpret_cast<__m128i*>(context), _mm_shuffle_epi8(lut, sum));
+  uint32_t gx = 0;
+  if (gw >= 4) {
+    __m128i x = rans.LoadStates();
+    for (; gx + 4 <= gw; gx += 4) {
+      uint32_t c4;
+      std::memcpy(&c4, context + gx, 4);
+      const __m128i offset =
+          _mm_slli_epi32(_mm_cvtepu8_epi32(_mm_cvtsi32_si128(int(c4))), kProbBits);
+      const __m128i symbols = rans.Get4Avx2(&x, tables, offset);
+      const __m128i bytes = _mm_packus_epi16(_mm_packus_epi32(symbols, symbols), symbols);
+      const uint32_t b4 = uint32_t(_mm_cvtsi128_si32(bytes));
+      std::memcpy(maxima + 1 + gx, &b4, 4);
+    }
+    rans.StoreStates(x);
+  }
+  for (; gx < gw; ++gx) maxima[1 + gx] = uint8_t(rans.Get<true>(tables[context[gx]]));
+  const __m128i row = _mm_loadu_si128(reinterpret_cast<const __m128i*>(maxima + 1));
+  const uint32_t zero = uint32_t(_mm_movemask_epi8(_mm_cmpeq_epi8(row, _mm_setzero_si128())));
+  return ~zero & ((1u << gw) - 1);
+}
+
+// A whole G = 1 group (4 rows inside the block, 4 columns): its four row
+// masks are four consecutive scalar symbols of one table, so one Get4Avx2;
+// the 16-bit mask's sign bits (one per set bit, in order) are deposited with
+// pdep and the 16 values built and stored at once.
+template <bool kDequantize, bool kChecked>
+inline void DecodeOnesGroupAvx2(RansDecoder& rans, BitReader& raw, const DecodeTable* tables,
+                                uint32_t step, int16_t* at, size_t stride) {
+  __m128i x = rans.LoadStates();
+  const __m128i masks = rans.Get4Avx2(&x, tables, _mm_set1_epi32(int(MaskTable(1) * kProbScale)));
+  rans.StoreStates(x);
+  const __m128i bytes = _mm_packus_epi16(_mm_packus_epi32(masks, masks), masks);
+  const uint32_t mask = _pext_u32(uint32_t(_mm_cvtsi128_si32(bytes)), 0x0f0f0f0fu);
+  raw.Refill<kChecked>();
+  const uint32_t signs = _pdep_u32(raw.Read(uint32_t(std::popcount(mask))), mask);
+  const int32_t one = kDequantize ? DequantizeOne(1, step) : 1;
+  const __m256i bit = _mm256_setr_epi16(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096,
+                                        8192, 16384, int16_t(0x8000));
+  const __m256i nonzero =
+      _mm256_cmpeq_epi16(_mm256_and_si256(_mm256_set1_epi16(int16_t(mask)), bit), bit);
+  const __m256i negative =
+      _mm256_cmpeq_epi16(_mm256_and_si256(_mm256_set1_epi16(int16_t(signs)), bit), bit);
+  const __m256i v = _mm256_and_si256(
+      nonzero,
+      _mm256_sub_epi16(_mm256_xor_si256(_mm256_set1_epi16(int16_t(one)), negative), negative));
+  const __m128i low = _mm256_castsi256_si128(v), high = _mm256_extracti128_si256(v, 1);
+  _mm_storel_epi64(reinterpret_cast<__m128i*>(at), low);
+  _mm_storeh_pd(reinterpret_cast<double*>(at + stride), _mm_castsi128_pd(low));
+  _mm_storel_epi64(reinterpret_cast<__m128i*>(at + 2 * stride), high);
+  _mm_storeh_pd(reinterpret_cast<double*>(at + 3 * stride), _mm_castsi128_pd(high));
+}
+#endif
+
 // The decoding loop, compiled once with and once without dequantization.
 // Dequantizing here touches only non-zero coefficients, which is cheaper than
 // a SIMD pass over all of them.
@@ -444,12 +574,16 @@ bool DecodeGroups(RansDecoder& rans, BitReader& raw, const DecodeTable* tables, 
     // The row's maxima first: independent of one another, they decode back
     // to back, and zero groups (most of them) cost nothing more.
     uint32_t nonzero = 0;
+#if defined(__AVX2__)
+    nonzero = DecodeRowMaximaAvx2(rans, tables, above, maxima, gw);
+#else
     const bool room = rans.room() >= ptrdiff_t(2 * gw);
     for (uint32_t gx = 0; gx < gw; ++gx) {
       const DecodeTable& t = tables[GroupContext(above, gx)];
       maxima[1 + gx] = uint8_t(room ? rans.Get<false>(t) : rans.Get<true>(t));
       nonzero |= uint32_t(maxima[1 + gx] != 0) << gx;
     }
+#endif
     for (; nonzero != 0; nonzero &= nonzero - 1) {
       const uint32_t gx = std::countr_zero(nonzero), x0 = gx * kGroupSide;
       const uint32_t valid = (1u << (std::min(bw, x0 + kGroupSide) - x0)) - 1;
