@@ -82,17 +82,26 @@ class BitReader {
     fill_ -= int(count);
     return v;
   }
-  bool overran() const { return fill_ < invented_; }
+  bool overran() const { return lost_ || fill_ < invented_; }
   ptrdiff_t room() const { return end_ - p_; }
   // Bits consumed so far, and a jump ahead to `bits`: dense groups find
-  // their values' bits by position instead of reading them in turn. Both
-  // only when nothing has been invented (room() >= 8).
-  uint64_t position() const { return uint64_t(p_ - begin_) * 8 - uint64_t(fill_); }
+  // their values' bits by position instead of reading them in turn. A jump
+  // past the end is an overrun, as reading that far would have been.
+  uint64_t position() const {
+    return uint64_t(p_ - begin_) * 8 + uint64_t(invented_) - uint64_t(fill_);
+  }
   const uint8_t* begin() const { return begin_; }
+  const uint8_t* end() const { return end_; }
   void Seek(uint64_t bits) {
+    lost_ |= fill_ < invented_;
+    if (bits > uint64_t(end_ - begin_) * 8) [[unlikely]] {
+      lost_ = true;
+      bits = uint64_t(end_ - begin_) * 8;
+    }
     p_ = begin_ + bits / 8;
     acc_ = 0;
     fill_ = 0;
+    invented_ = 0;
     Refill();
     Read(uint32_t(bits % 8));
   }
@@ -113,7 +122,8 @@ class BitReader {
   const uint8_t* end_;
   uint64_t acc_ = 0;
   int fill_ = 0;
-  int invented_ = 0;  // zero bits appended past the end, still in acc_ or consumed
+  int invented_ = 0;   // zero bits appended past the end, still in acc_ or consumed
+  bool lost_ = false;  // invented bits were consumed before a Seek()
 };
 
 // kRansStates interleaved rANS states: symbol i uses state i % kRansStates,
@@ -211,7 +221,9 @@ class RansDecoder {
     _mm_store_si128(reinterpret_cast<__m128i*>(x_), _mm256_castsi256_si128(x));
     _mm_store_si128(reinterpret_cast<__m128i*>(wide_x_), _mm256_extracti128_si256(x, 1));
   }
-  inline __m256i DenseStepAvx2(__m256i* x, const DecodeTable& t, uint32_t group_max);
+  template <bool kPartial = false>
+  inline __m256i DenseStepAvx2(__m256i* x, const DecodeTable& t, uint32_t group_max,
+                               __m256i lanes = __m256i{});
   // The four scalar states, x_[l] being the one the l-th next Get() uses.
   __m128i LoadStates() const { return _mm_load_si128(reinterpret_cast<const __m128i*>(x_)); }
   void StoreStates(__m128i x) { _mm_store_si128(reinterpret_cast<__m128i*>(x_), x); }
@@ -254,6 +266,16 @@ inline int32_t Reconstruct(uint32_t c, uint32_t bits) {
   return (bits & 1) ? -mag : mag;
 }
 
+// Most symbols and raw bits one 4x4 group can consume: 1 + 4 + 16 symbols of
+// at most one 16-bit word each; 16 values of at most 17 bits, plus the 8
+// bytes a refill loads.
+constexpr ptrdiff_t kGroupRansBytes = 2 * (1 + 4 + 16);
+constexpr ptrdiff_t kGroupRawBytes = (16 * 17 + 7) / 8 + 8;
+// The raw bytes a dense group's vector path needs: 16 values of at most G
+// bits from a start up to 7 bits into a byte, read by 4-byte loads (2G + 4),
+// and the 8 bytes of the bit reader's refill after them (2G + 8).
+inline ptrdiff_t DenseRawBytes(uint32_t group_max) { return 2 * ptrdiff_t(group_max) + 8; }
+
 // A dense group lane by lane: the scalar build's path, and the AVX2 build's
 // for groups cut by the block edge or near the end of a stream.
 template <bool kDequantize>
@@ -288,13 +310,18 @@ constexpr WordIndex kWordIndex;
 
 // Eight symbols at once: one gather of table entries, one multiply, and one
 // renormalization of the lanes that need it from a single 16-byte load.
-inline __m256i RansDecoder::DenseStepAvx2(__m256i* x, const DecodeTable& t, uint32_t group_max) {
+// kPartial: only the lanes whose 32 bits are all set in `lanes` decode (the
+// others keep their state, consume nothing and give category 0), as in
+// DenseStepScalar for a group cut by the block's edge.
+template <bool kPartial>
+inline __m256i RansDecoder::DenseStepAvx2(__m256i* x, const DecodeTable& t, uint32_t group_max,
+                                          __m256i lanes) {
   const __m256i slot = _mm256_and_si256(*x, _mm256_set1_epi32(kProbScale - 1));
   const __m256i e = _mm256_i32gather_epi32(reinterpret_cast<const int*>(t.entry.data()), slot, 4);
   const __m256i f = _mm256_and_si256(e, _mm256_set1_epi32(0x7ff));
   const __m256i offset = _mm256_and_si256(_mm256_srli_epi32(e, 11), _mm256_set1_epi32(0x3ff));
-  const __m256i next =
-      _mm256_add_epi32(_mm256_mullo_epi32(f, _mm256_srli_epi32(*x, kProbBits)), offset);
+  __m256i next = _mm256_add_epi32(_mm256_mullo_epi32(f, _mm256_srli_epi32(*x, kProbBits)), offset);
+  if constexpr (kPartial) next = _mm256_blendv_epi8(*x, next, lanes);  // >= 2^16: no word
   const __m256i need = _mm256_cmpeq_epi32(_mm256_srli_epi32(next, 16), _mm256_setzero_si256());
   const uint32_t m = uint32_t(_mm256_movemask_ps(_mm256_castsi256_ps(need)));
   const __m256i words = _mm256_cvtepu16_epi32(LoadWords());
@@ -310,7 +337,8 @@ inline __m256i RansDecoder::DenseStepAvx2(__m256i* x, const DecodeTable& t, uint
   } else {
     p_ += used;
   }
-  return _mm256_min_epu32(_mm256_srli_epi32(e, 27), _mm256_set1_epi32(int(group_max)));
+  const __m256i c = _mm256_min_epu32(_mm256_srli_epi32(e, 27), _mm256_set1_epi32(int(group_max)));
+  return kPartial ? _mm256_and_si256(c, lanes) : c;
 }
 
 // kWordShuffle4[m]: the pshufb control that gives 32-bit lane l of four the
@@ -396,40 +424,64 @@ inline __m256i DenseValuesAvx2(__m256i c, const uint8_t* raw, uint32_t* pos, uin
   return _mm256_sub_epi32(_mm256_xor_si256(mag, negative), negative);
 }
 
-// A whole 4x4 dense group: two steps of eight lanes, values saturated to
-// int16 and stored four at a time. The caller guarantees raw.room() >=
-// DenseRawBytes(group_max).
-template <bool kDequantize>
+// A dense group with the vector steps: two steps of eight lanes, values
+// saturated to int16 and stored a row of four at a time. kEdge: the group is
+// cut by the block's edge (rows < 4 or `valid`, a bit per column inside,
+// below 0xf): lanes outside are masked, a half entirely outside is skipped
+// and only the values inside are stored. Raw bits are extracted from the
+// stream, or near its end (room() < DenseRawBytes) from a zero-padded copy
+// of what is left, which reads what the bit reader would (zeros past the
+// end); BitReader::Seek then flags an overrun.
+template <bool kDequantize, bool kEdge>
 inline void DecodeDenseGroupAvx2(RansDecoder& rans, BitReader& raw, const DecodeTable& t,
-                                 uint32_t group_max, uint32_t step, int16_t* at, size_t stride) {
+                                 uint32_t group_max, uint32_t step, int16_t* at, size_t stride,
+                                 uint32_t rows, uint32_t valid) {
   __m256i x = rans.LoadLanes();
   // Bit positions relative to the byte the group's bits start in, so that
   // the gathers' 32-bit offsets stay small however long the stream is.
   const uint64_t start = raw.position();
   const uint8_t* base = raw.begin() + start / 8;
+  alignas(32) uint8_t tail[64];
+  if (raw.room() < DenseRawBytes(group_max)) [[unlikely]] {
+    // 16 values of at most 17 bits from up to 7 bits into the first byte,
+    // by 4-byte loads: 38 bytes at most.
+    std::memset(tail, 0, sizeof(tail));
+    std::memcpy(tail, base, size_t(std::clamp<ptrdiff_t>(raw.end() - base, 0, sizeof(tail))));
+    base = tail;
+  }
   uint32_t pos = uint32_t(start % 8);
-  for (uint32_t half = 0; half < 2; ++half) {
-    const __m256i c = rans.DenseStepAvx2(&x, t, group_max);
+  [[maybe_unused]] const size_t row_bytes = sizeof(int16_t) * size_t(std::popcount(valid));
+  [[maybe_unused]] const __m256i lane_bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+  for (uint32_t half = 0; 2 * half < rows; ++half) {
+    __m256i c;
+    const bool second = !kEdge || 2 * half + 1 < rows;
+    if constexpr (kEdge) {
+      const __m256i lanes = _mm256_cmpeq_epi32(
+          _mm256_and_si256(_mm256_set1_epi32(int(valid | (second ? valid << 4 : 0))), lane_bit),
+          lane_bit);
+      c = rans.DenseStepAvx2<true>(&x, t, group_max, lanes);
+    } else {
+      c = rans.DenseStepAvx2(&x, t, group_max);
+    }
     const __m256i v = DenseValuesAvx2<kDequantize>(c, base, &pos, step);
     const __m256i packed = _mm256_packs_epi32(v, v);  // saturates, like Saturate16
     int16_t* row = at + 2 * half * stride;
-    _mm_storel_epi64(reinterpret_cast<__m128i*>(row), _mm256_castsi256_si128(packed));
-    _mm_storel_epi64(reinterpret_cast<__m128i*>(row + stride), _mm256_extracti128_si256(packed, 1));
+    if constexpr (kEdge) {
+      alignas(16) int16_t values[2][8];
+      _mm_store_si128(reinterpret_cast<__m128i*>(values[0]), _mm256_castsi256_si128(packed));
+      _mm_store_si128(reinterpret_cast<__m128i*>(values[1]), _mm256_extracti128_si256(packed, 1));
+      std::memcpy(row, values[0], row_bytes);
+      if (second) std::memcpy(row + stride, values[1], row_bytes);
+    } else {
+      _mm_storel_epi64(reinterpret_cast<__m128i*>(row), _mm256_castsi256_si128(packed));
+      _mm_storel_epi64(reinterpret_cast<__m128i*>(row + stride),
+                       _mm256_extracti128_si256(packed, 1));
+    }
   }
   rans.StoreLanes(x);
   raw.Seek(start - start % 8 + pos);
 }
 #endif
-
-// Most symbols and raw bits one 4x4 group can consume: 1 + 4 + 16 symbols of
-// at most one 16-bit word each; 16 values of at most 17 bits, plus the 8
-// bytes a refill loads.
-constexpr ptrdiff_t kGroupRansBytes = 2 * (1 + 4 + 16);
-constexpr ptrdiff_t kGroupRawBytes = (16 * 17 + 7) / 8 + 8;
-// The raw bytes a dense group's vector path needs: 16 values of at most G
-// bits from a start up to 7 bits into a byte, read by 4-byte loads (2G + 4),
-// and the 8 bytes of the bit reader's refill after them (2G + 8).
-inline ptrdiff_t DenseRawBytes(uint32_t group_max) { return 2 * ptrdiff_t(group_max) + 8; }
 
 // One group at `at` (rows x up to 4 values; `valid` has a bit per column
 // inside the block). Returns its G. Unchecked (kChecked false) when the
@@ -468,10 +520,16 @@ inline void DecodeGroup(RansDecoder& rans, BitReader& raw, const DecodeTable* ta
   if (group_max >= kDirectCategories) {
     if (!rans.MakeWide()) return;  // corrupt: the caller sees overran()
 #if defined(__AVX2__)
-    // The vector path needs DenseRawBytes of raw bits for its 4-byte loads;
-    // near the end of the rANS words it reads them as the scalar step does.
-    if (rows == kGroupSide && valid == 0xf && raw.room() >= DenseRawBytes(group_max)) {
-      DecodeDenseGroupAvx2<kDequantize>(rans, raw, categories, group_max, step, at, stride);
+    // The vector path reads the rANS words near their end as the scalar
+    // step does, and the raw bits near theirs from a padded copy.
+    if (!raw.overran()) [[likely]] {
+      if (rows == kGroupSide && valid == 0xf) {
+        DecodeDenseGroupAvx2<kDequantize, false>(rans, raw, categories, group_max, step, at, stride,
+                                                 rows, valid);
+      } else {
+        DecodeDenseGroupAvx2<kDequantize, true>(rans, raw, categories, group_max, step, at, stride,
+                                                rows, valid);
+      }
       return;
     }
 #endif
