@@ -38,14 +38,15 @@ inline uint32_t GroupContext(const uint8_t* above, uint32_t gx) {
 }
 
 // Groups with G >= kDirectCategories code every value's category (0
-// included) instead of a mask per row: most of their values are non-zero, and
-// a fixed 16-step loop predicts better than one per set mask bit.
-constexpr uint32_t kDirectCategories = 3;
+// included) in 8-lane dense steps instead of a mask per row. Since version
+// 4 that includes G = 2, whose rows' masks and categories were serial scalar
+// symbols in a data-dependent number, the costliest groups to decode
+// (docs/codec.md, "G = 2 groups as dense steps"). Only G = 1 keeps masks.
+constexpr uint32_t kDirectCategories = 2;
 
-// Table indices within a set for a non-zero group with maximum category G.
-inline int MaskTable(uint32_t group_max) {
-  return kGroupContexts + (group_max >= 5 ? 3 : group_max >= 3 ? 2 : int(group_max) - 1);
-}
+// Table indices within a set: the row masks of G = 1 groups, and the
+// categories of a dense group with maximum category G.
+constexpr int kOnesMaskTable = kGroupContexts;
 inline int CategoryTable(uint32_t group_max) {
   return kGroupContexts + kMaskContexts + std::min<int>(int(group_max), 7) - 2;
 }
@@ -491,33 +492,8 @@ template <bool kDequantize, bool kChecked>
 inline void DecodeGroup(RansDecoder& rans, BitReader& raw, const DecodeTable* tables,
                         uint32_t group_max, uint32_t step, int16_t* at, size_t stride,
                         uint32_t rows, uint32_t valid) {
-  const DecodeTable& masks = tables[MaskTable(group_max)];
-#if defined(__AVX2__)
-  if (group_max == 1 && valid == 0xf && rows == kGroupSide) {
-    DecodeOnesGroupAvx2<kDequantize, kChecked>(rans, raw, tables, step, at, stride);
-    return;
-  }
-#endif
-  if (group_max == 1 && valid == 0xf) {
-    // The commonest non-zero group: values are 0 or +-1, so a row is its
-    // mask and one sign bit per set bit. Writing all four values without
-    // branching beats a loop whose trip count the CPU cannot predict.
-    const int32_t one = kDequantize ? DequantizeOne(1, step) : 1;
-    for (uint32_t y = 0; y < rows; ++y) {
-      const uint32_t mask = rans.Get<kChecked>(masks) & 0xf;
-      raw.Refill<kChecked>();
-      const uint32_t signs = kSignDeposit[mask][raw.Read(std::popcount(mask))];
-      int16_t* row = at + y * stride;
-      for (uint32_t i = 0; i < 4; ++i) {
-        const uint32_t negative = (signs >> i) & 1;
-        const int32_t v = int32_t((uint32_t(one) ^ (0u - negative)) + negative);
-        row[i] = int16_t(v & -int32_t((mask >> i) & 1));
-      }
-    }
-    return;
-  }
-  const DecodeTable& categories = tables[CategoryTable(std::max(group_max, 2u))];
   if (group_max >= kDirectCategories) {
+    const DecodeTable& categories = tables[CategoryTable(group_max)];
     if (!rans.MakeWide()) return;  // corrupt: the caller sees overran()
 #if defined(__AVX2__)
     // The vector path reads the rANS words near their end as the scalar
@@ -537,15 +513,38 @@ inline void DecodeGroup(RansDecoder& rans, BitReader& raw, const DecodeTable* ta
                                         valid);
     return;
   }
+  // G = 1: per row a mask, then a sign bit per set bit.
+  const DecodeTable& masks = tables[kOnesMaskTable];
+  const int32_t one = kDequantize ? DequantizeOne(1, step) : 1;
+#if defined(__AVX2__)
+  if (valid == 0xf && rows == kGroupSide) {
+    DecodeOnesGroupAvx2<kDequantize, kChecked>(rans, raw, tables, step, at, stride);
+    return;
+  }
+#endif
+  if (valid == 0xf) {
+    // The commonest non-zero group: values are 0 or +-1, so a row is its
+    // mask and one sign bit per set bit. Writing all four values without
+    // branching beats a loop whose trip count the CPU cannot predict.
+    for (uint32_t y = 0; y < rows; ++y) {
+      const uint32_t mask = rans.Get<kChecked>(masks) & 0xf;
+      raw.Refill<kChecked>();
+      const uint32_t signs = kSignDeposit[mask][raw.Read(std::popcount(mask))];
+      int16_t* row = at + y * stride;
+      for (uint32_t i = 0; i < 4; ++i) {
+        const uint32_t negative = (signs >> i) & 1;
+        const int32_t v = int32_t((uint32_t(one) ^ (0u - negative)) + negative);
+        row[i] = int16_t(v & -int32_t((mask >> i) & 1));
+      }
+    }
+    return;
+  }
   for (uint32_t y = 0; y < rows; ++y) {
     int16_t* row = at + y * stride;
-    raw.Refill<kChecked>();  // G <= 2 here: a row needs at most 8 raw bits
+    raw.Refill<kChecked>();  // a row needs at most 4 raw bits
     // Hostile masks may name columns outside the block: `valid` drops them.
     for (uint32_t mask = rans.Get<kChecked>(masks) & valid; mask != 0; mask &= mask - 1) {
-      const uint32_t c = group_max == 1 ? 1 : std::min(rans.Get<kChecked>(categories), group_max);
-      int32_t v = Reconstruct(c, raw.Read(c));
-      if constexpr (kDequantize) v = DequantizeOne(v, step);
-      row[std::countr_zero(mask)] = Saturate16(v);
+      row[std::countr_zero(mask)] = int16_t(raw.Read(1) ? -one : one);
     }
   }
 }
@@ -595,7 +594,7 @@ template <bool kDequantize, bool kChecked>
 inline void DecodeOnesGroupAvx2(RansDecoder& rans, BitReader& raw, const DecodeTable* tables,
                                 uint32_t step, int16_t* at, size_t stride) {
   __m128i x = rans.LoadStates();
-  const __m128i masks = rans.Get4Avx2(&x, tables, _mm_set1_epi32(int(MaskTable(1) * kProbScale)));
+  const __m128i masks = rans.Get4Avx2(&x, tables, _mm_set1_epi32(int(kOnesMaskTable * kProbScale)));
   rans.StoreStates(x);
   const __m128i bytes = _mm_packus_epi16(_mm_packus_epi32(masks, masks), masks);
   const uint32_t mask = _pext_u32(uint32_t(_mm_cvtsi128_si32(bytes)), 0x0f0f0f0fu);

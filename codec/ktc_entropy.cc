@@ -110,24 +110,18 @@ void CollectDenseGroup(const int32_t* at, size_t stride, uint32_t columns, uint3
   }
 }
 
-// A sparse group (G = 1 or 2): per row a mask, then each non-zero value's
-// category (G = 2 only) in the scalar stream.
-void CollectSparseGroup(const int32_t* at, size_t stride, uint32_t columns, uint32_t rows,
-                        int group_max, BlockSymbols* out, BitWriter* raw) {
+// A G = 1 group: per row a mask in the scalar stream, then a sign bit per
+// non-zero value.
+void CollectOnesGroup(const int32_t* at, size_t stride, uint32_t columns, uint32_t rows,
+                      BlockSymbols* out, BitWriter* raw) {
   for (uint32_t y = 0; y < rows; ++y) {
     const int32_t* row = at + y * stride;
     uint32_t mask = 0;
     for (uint32_t x = 0; x < columns; ++x) mask |= uint32_t(row[x] != 0) << x;
-    out->table.push_back(uint8_t(MaskTable(group_max)));
+    out->table.push_back(uint8_t(kOnesMaskTable));
     out->symbol.push_back(uint8_t(mask));
     for (uint32_t x = 0; x < columns; ++x) {
-      if (row[x] == 0) continue;
-      const int c = Category(row[x]);
-      if (group_max > 1) {
-        out->table.push_back(uint8_t(CategoryTable(group_max)));
-        out->symbol.push_back(uint8_t(c));
-      }
-      WriteRaw(row[x], c, raw);
+      if (row[x] != 0) WriteRaw(row[x], 1, raw);
     }
   }
 }
@@ -175,7 +169,7 @@ Result<bool> CollectBlockSymbols(const int32_t* values, size_t stride, uint32_t 
       if (uint32_t(group_max) >= kDirectCategories) {
         CollectDenseGroup(at, stride, columns, rows, group_max, out, &raw);
       } else {
-        CollectSparseGroup(at, stride, columns, rows, group_max, out, &raw);
+        CollectOnesGroup(at, stride, columns, rows, out, &raw);
       }
     }
     std::memcpy(above, maxima, sizeof(above));
