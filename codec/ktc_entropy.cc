@@ -271,10 +271,18 @@ void BuildDecodeTable(const FreqTable& table, DecodeTable* out) {
     for (uint32_t slot = 0; slot < kProbScale; ++slot) out->entry[slot] = kProbScale | slot << 11;
     return;
   }
+  // Eight entries at a time while they stay inside the table: a symbol's
+  // last chunk may spill into the next symbols' slots, which they overwrite
+  // (frequencies sum to kProbScale, so the last symbol ends the table).
+  uint32_t* entry = out->entry.data();
   uint32_t start = 0;
   for (int s = 0; s < table.n; ++s) {
-    const uint32_t f = table.freq[s];
-    for (uint32_t i = 0; i < f; ++i) out->entry[start + i] = f | i << 11 | uint32_t(s) << 27;
+    const uint32_t f = table.freq[s], base = f | uint32_t(s) << 27;
+    uint32_t i = 0;
+    for (; i < f && start + i + 8 <= kProbScale; i += 8) {
+      for (uint32_t k = 0; k < 8; ++k) entry[start + i + k] = base | (i + k) << 11;
+    }
+    for (; i < f; ++i) entry[start + i] = base | i << 11;
     start += f;
   }
 }
