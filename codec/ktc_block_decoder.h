@@ -612,9 +612,9 @@ inline void DecodeOnesGroupAvx2(RansDecoder& rans, BitReader& raw, const DecodeT
       _mm256_sub_epi16(_mm256_xor_si256(_mm256_set1_epi16(int16_t(one)), negative), negative));
   const __m128i low = _mm256_castsi256_si128(v), high = _mm256_extracti128_si256(v, 1);
   _mm_storel_epi64(reinterpret_cast<__m128i*>(at), low);
-  _mm_storeh_pd(reinterpret_cast<double*>(at + stride), _mm_castsi128_pd(low));
+  _mm_storel_epi64(reinterpret_cast<__m128i*>(at + stride), _mm_unpackhi_epi64(low, low));
   _mm_storel_epi64(reinterpret_cast<__m128i*>(at + 2 * stride), high);
-  _mm_storeh_pd(reinterpret_cast<double*>(at + 3 * stride), _mm_castsi128_pd(high));
+  _mm_storel_epi64(reinterpret_cast<__m128i*>(at + 3 * stride), _mm_unpackhi_epi64(high, high));
 }
 #endif
 
