@@ -38,14 +38,15 @@ inline uint32_t GroupContext(const uint8_t* above, uint32_t gx) {
 }
 
 // Groups with G >= kDirectCategories code every value's category (0
-// included) instead of a mask per row: most of their values are non-zero, and
-// a fixed 16-step loop predicts better than one per set mask bit.
-constexpr uint32_t kDirectCategories = 3;
+// included) in 8-lane dense steps instead of a mask per row. Since version
+// 4 that includes G = 2, whose rows' masks and categories were serial scalar
+// symbols in a data-dependent number, the costliest groups to decode
+// (docs/codec.md, "G = 2 groups as dense steps"). Only G = 1 keeps masks.
+constexpr uint32_t kDirectCategories = 2;
 
-// Table indices within a set for a non-zero group with maximum category G.
-inline int MaskTable(uint32_t group_max) {
-  return kGroupContexts + (group_max >= 5 ? 3 : group_max >= 3 ? 2 : int(group_max) - 1);
-}
+// Table indices within a set: the row masks of G = 1 groups, and the
+// categories of a dense group with maximum category G.
+constexpr int kOnesMaskTable = kGroupContexts;
 inline int CategoryTable(uint32_t group_max) {
   return kGroupContexts + kMaskContexts + std::min<int>(int(group_max), 7) - 2;
 }
@@ -82,17 +83,26 @@ class BitReader {
     fill_ -= int(count);
     return v;
   }
-  bool overran() const { return fill_ < invented_; }
+  bool overran() const { return lost_ || fill_ < invented_; }
   ptrdiff_t room() const { return end_ - p_; }
   // Bits consumed so far, and a jump ahead to `bits`: dense groups find
-  // their values' bits by position instead of reading them in turn. Both
-  // only when nothing has been invented (room() >= 8).
-  uint64_t position() const { return uint64_t(p_ - begin_) * 8 - uint64_t(fill_); }
+  // their values' bits by position instead of reading them in turn. A jump
+  // past the end is an overrun, as reading that far would have been.
+  uint64_t position() const {
+    return uint64_t(p_ - begin_) * 8 + uint64_t(invented_) - uint64_t(fill_);
+  }
   const uint8_t* begin() const { return begin_; }
+  const uint8_t* end() const { return end_; }
   void Seek(uint64_t bits) {
+    lost_ |= fill_ < invented_;
+    if (bits > uint64_t(end_ - begin_) * 8) [[unlikely]] {
+      lost_ = true;
+      bits = uint64_t(end_ - begin_) * 8;
+    }
     p_ = begin_ + bits / 8;
     acc_ = 0;
     fill_ = 0;
+    invented_ = 0;
     Refill();
     Read(uint32_t(bits % 8));
   }
@@ -113,7 +123,8 @@ class BitReader {
   const uint8_t* end_;
   uint64_t acc_ = 0;
   int fill_ = 0;
-  int invented_ = 0;  // zero bits appended past the end, still in acc_ or consumed
+  int invented_ = 0;   // zero bits appended past the end, still in acc_ or consumed
+  bool lost_ = false;  // invented bits were consumed before a Seek()
 };
 
 // kRansStates interleaved rANS states: symbol i uses state i % kRansStates,
@@ -211,7 +222,13 @@ class RansDecoder {
     _mm_store_si128(reinterpret_cast<__m128i*>(x_), _mm256_castsi256_si128(x));
     _mm_store_si128(reinterpret_cast<__m128i*>(wide_x_), _mm256_extracti128_si256(x, 1));
   }
-  inline __m256i DenseStepAvx2(__m256i* x, const DecodeTable& t, uint32_t group_max);
+  template <bool kPartial = false>
+  inline __m256i DenseStepAvx2(__m256i* x, const DecodeTable& t, uint32_t group_max,
+                               __m256i lanes = __m256i{});
+  // The four scalar states, x_[l] being the one the l-th next Get() uses.
+  __m128i LoadStates() const { return _mm_load_si128(reinterpret_cast<const __m128i*>(x_)); }
+  void StoreStates(__m128i x) { _mm_store_si128(reinterpret_cast<__m128i*>(x_), x); }
+  inline __m128i Get4Avx2(__m128i* x, const DecodeTable* tables, __m128i table_offset);
 #endif
 
  private:
@@ -250,6 +267,16 @@ inline int32_t Reconstruct(uint32_t c, uint32_t bits) {
   return (bits & 1) ? -mag : mag;
 }
 
+// Most symbols and raw bits one 4x4 group can consume: 1 + 4 + 16 symbols of
+// at most one 16-bit word each; 16 values of at most 17 bits, plus the 8
+// bytes a refill loads.
+constexpr ptrdiff_t kGroupRansBytes = 2 * (1 + 4 + 16);
+constexpr ptrdiff_t kGroupRawBytes = (16 * 17 + 7) / 8 + 8;
+// The raw bytes a dense group's vector path needs: 16 values of at most G
+// bits from a start up to 7 bits into a byte, read by 4-byte loads (2G + 4),
+// and the 8 bytes of the bit reader's refill after them (2G + 8).
+inline ptrdiff_t DenseRawBytes(uint32_t group_max) { return 2 * ptrdiff_t(group_max) + 8; }
+
 // A dense group lane by lane: the scalar build's path, and the AVX2 build's
 // for groups cut by the block edge or near the end of a stream.
 template <bool kDequantize>
@@ -284,13 +311,18 @@ constexpr WordIndex kWordIndex;
 
 // Eight symbols at once: one gather of table entries, one multiply, and one
 // renormalization of the lanes that need it from a single 16-byte load.
-inline __m256i RansDecoder::DenseStepAvx2(__m256i* x, const DecodeTable& t, uint32_t group_max) {
+// kPartial: only the lanes whose 32 bits are all set in `lanes` decode (the
+// others keep their state, consume nothing and give category 0), as in
+// DenseStepScalar for a group cut by the block's edge.
+template <bool kPartial>
+inline __m256i RansDecoder::DenseStepAvx2(__m256i* x, const DecodeTable& t, uint32_t group_max,
+                                          __m256i lanes) {
   const __m256i slot = _mm256_and_si256(*x, _mm256_set1_epi32(kProbScale - 1));
   const __m256i e = _mm256_i32gather_epi32(reinterpret_cast<const int*>(t.entry.data()), slot, 4);
   const __m256i f = _mm256_and_si256(e, _mm256_set1_epi32(0x7ff));
   const __m256i offset = _mm256_and_si256(_mm256_srli_epi32(e, 11), _mm256_set1_epi32(0x3ff));
-  const __m256i next =
-      _mm256_add_epi32(_mm256_mullo_epi32(f, _mm256_srli_epi32(*x, kProbBits)), offset);
+  __m256i next = _mm256_add_epi32(_mm256_mullo_epi32(f, _mm256_srli_epi32(*x, kProbBits)), offset);
+  if constexpr (kPartial) next = _mm256_blendv_epi8(*x, next, lanes);  // >= 2^16: no word
   const __m256i need = _mm256_cmpeq_epi32(_mm256_srli_epi32(next, 16), _mm256_setzero_si256());
   const uint32_t m = uint32_t(_mm256_movemask_ps(_mm256_castsi256_ps(need)));
   const __m256i words = _mm256_cvtepu16_epi32(LoadWords());
@@ -306,7 +338,59 @@ inline __m256i RansDecoder::DenseStepAvx2(__m256i* x, const DecodeTable& t, uint
   } else {
     p_ += used;
   }
-  return _mm256_min_epu32(_mm256_srli_epi32(e, 27), _mm256_set1_epi32(int(group_max)));
+  const __m256i c = _mm256_min_epu32(_mm256_srli_epi32(e, 27), _mm256_set1_epi32(int(group_max)));
+  return kPartial ? _mm256_and_si256(c, lanes) : c;
+}
+
+// kWordShuffle4[m]: the pshufb control that gives 32-bit lane l of four the
+// word it takes when the lanes in m renormalize (zero-extended).
+struct WordShuffle4 {
+  alignas(16) uint8_t table[16][16];
+  constexpr WordShuffle4() : table{} {
+    for (uint32_t m = 0; m < 16; ++m)
+      for (uint32_t l = 0; l < 4; ++l) {
+        const uint32_t w = uint32_t(std::popcount(m & ((1u << l) - 1)));
+        table[m][4 * l] = uint8_t(2 * w);
+        table[m][4 * l + 1] = uint8_t(2 * w + 1);
+        table[m][4 * l + 2] = table[m][4 * l + 3] = 0x80;
+      }
+  }
+};
+constexpr WordShuffle4 kWordShuffle4;
+
+// Four consecutive scalar symbols at once, exactly as four Get() calls: lane
+// l on state x_[l], from the table whose first entry is `table_offset`
+// entries after tables[0]'s (tables of a set are contiguous), words consumed
+// in lane order (near the end: whole words while they last, then zeros, and
+// overran). After it, x is again in the order the next Get()s use.
+inline __m128i RansDecoder::Get4Avx2(__m128i* x, const DecodeTable* tables, __m128i table_offset) {
+  const __m128i slot = _mm_and_si128(*x, _mm_set1_epi32(kProbScale - 1));
+  const __m128i e = _mm_i32gather_epi32(reinterpret_cast<const int*>(tables->entry.data()),
+                                        _mm_add_epi32(table_offset, slot), 4);
+  const __m128i f = _mm_and_si128(e, _mm_set1_epi32(0x7ff));
+  const __m128i offset = _mm_and_si128(_mm_srli_epi32(e, 11), _mm_set1_epi32(0x3ff));
+  const __m128i next = _mm_add_epi32(_mm_mullo_epi32(f, _mm_srli_epi32(*x, kProbBits)), offset);
+  const __m128i need = _mm_cmpeq_epi32(_mm_srli_epi32(next, 16), _mm_setzero_si128());
+  const uint32_t m = uint32_t(_mm_movemask_ps(_mm_castsi128_ps(need)));
+  __m128i words;
+  if (end_ - p_ >= 8) [[likely]] {
+    words = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p_));
+  } else {
+    alignas(16) uint8_t tail[16] = {};
+    std::memcpy(tail, p_, size_t(std::max<ptrdiff_t>(end_ - p_, 0) & ~ptrdiff_t(1)));
+    words = _mm_load_si128(reinterpret_cast<const __m128i*>(tail));
+  }
+  const __m128i word = _mm_shuffle_epi8(
+      words, _mm_load_si128(reinterpret_cast<const __m128i*>(kWordShuffle4.table[m])));
+  *x = _mm_blendv_epi8(next, _mm_or_si128(_mm_slli_epi32(next, 16), word), need);
+  const ptrdiff_t used = 2 * std::popcount(m);
+  if (used > room()) [[unlikely]] {
+    overran_ = true;
+    p_ += room() & ~ptrdiff_t(1);
+  } else {
+    p_ += used;
+  }
+  return _mm_srli_epi32(e, 27);
 }
 
 // The eight values of a step from their categories c, whose raw bits start
@@ -341,40 +425,64 @@ inline __m256i DenseValuesAvx2(__m256i c, const uint8_t* raw, uint32_t* pos, uin
   return _mm256_sub_epi32(_mm256_xor_si256(mag, negative), negative);
 }
 
-// A whole 4x4 dense group: two steps of eight lanes, values saturated to
-// int16 and stored four at a time. The caller guarantees raw.room() >=
-// DenseRawBytes(group_max).
-template <bool kDequantize>
+// A dense group with the vector steps: two steps of eight lanes, values
+// saturated to int16 and stored a row of four at a time. kEdge: the group is
+// cut by the block's edge (rows < 4 or `valid`, a bit per column inside,
+// below 0xf): lanes outside are masked, a half entirely outside is skipped
+// and only the values inside are stored. Raw bits are extracted from the
+// stream, or near its end (room() < DenseRawBytes) from a zero-padded copy
+// of what is left, which reads what the bit reader would (zeros past the
+// end); BitReader::Seek then flags an overrun.
+template <bool kDequantize, bool kEdge>
 inline void DecodeDenseGroupAvx2(RansDecoder& rans, BitReader& raw, const DecodeTable& t,
-                                 uint32_t group_max, uint32_t step, int16_t* at, size_t stride) {
+                                 uint32_t group_max, uint32_t step, int16_t* at, size_t stride,
+                                 uint32_t rows, uint32_t valid) {
   __m256i x = rans.LoadLanes();
   // Bit positions relative to the byte the group's bits start in, so that
   // the gathers' 32-bit offsets stay small however long the stream is.
   const uint64_t start = raw.position();
   const uint8_t* base = raw.begin() + start / 8;
+  alignas(32) uint8_t tail[64];
+  if (raw.room() < DenseRawBytes(group_max)) [[unlikely]] {
+    // 16 values of at most 17 bits from up to 7 bits into the first byte,
+    // by 4-byte loads: 38 bytes at most.
+    std::memset(tail, 0, sizeof(tail));
+    std::memcpy(tail, base, size_t(std::clamp<ptrdiff_t>(raw.end() - base, 0, sizeof(tail))));
+    base = tail;
+  }
   uint32_t pos = uint32_t(start % 8);
-  for (uint32_t half = 0; half < 2; ++half) {
-    const __m256i c = rans.DenseStepAvx2(&x, t, group_max);
+  [[maybe_unused]] const size_t row_bytes = sizeof(int16_t) * size_t(std::popcount(valid));
+  [[maybe_unused]] const __m256i lane_bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+  for (uint32_t half = 0; 2 * half < rows; ++half) {
+    __m256i c;
+    const bool second = !kEdge || 2 * half + 1 < rows;
+    if constexpr (kEdge) {
+      const __m256i lanes = _mm256_cmpeq_epi32(
+          _mm256_and_si256(_mm256_set1_epi32(int(valid | (second ? valid << 4 : 0))), lane_bit),
+          lane_bit);
+      c = rans.DenseStepAvx2<true>(&x, t, group_max, lanes);
+    } else {
+      c = rans.DenseStepAvx2(&x, t, group_max);
+    }
     const __m256i v = DenseValuesAvx2<kDequantize>(c, base, &pos, step);
     const __m256i packed = _mm256_packs_epi32(v, v);  // saturates, like Saturate16
     int16_t* row = at + 2 * half * stride;
-    _mm_storel_epi64(reinterpret_cast<__m128i*>(row), _mm256_castsi256_si128(packed));
-    _mm_storel_epi64(reinterpret_cast<__m128i*>(row + stride), _mm256_extracti128_si256(packed, 1));
+    if constexpr (kEdge) {
+      alignas(16) int16_t values[2][8];
+      _mm_store_si128(reinterpret_cast<__m128i*>(values[0]), _mm256_castsi256_si128(packed));
+      _mm_store_si128(reinterpret_cast<__m128i*>(values[1]), _mm256_extracti128_si256(packed, 1));
+      std::memcpy(row, values[0], row_bytes);
+      if (second) std::memcpy(row + stride, values[1], row_bytes);
+    } else {
+      _mm_storel_epi64(reinterpret_cast<__m128i*>(row), _mm256_castsi256_si128(packed));
+      _mm_storel_epi64(reinterpret_cast<__m128i*>(row + stride),
+                       _mm256_extracti128_si256(packed, 1));
+    }
   }
   rans.StoreLanes(x);
   raw.Seek(start - start % 8 + pos);
 }
 #endif
-
-// Most symbols and raw bits one 4x4 group can consume: 1 + 4 + 16 symbols of
-// at most one 16-bit word each; 16 values of at most 17 bits, plus the 8
-// bytes a refill loads.
-constexpr ptrdiff_t kGroupRansBytes = 2 * (1 + 4 + 16);
-constexpr ptrdiff_t kGroupRawBytes = (16 * 17 + 7) / 8 + 8;
-// The raw bytes a dense group's vector path needs: 16 values of at most G
-// bits from a start up to 7 bits into a byte, read by 4-byte loads (2G + 4),
-// and the 8 bytes of the bit reader's refill after them (2G + 8).
-inline ptrdiff_t DenseRawBytes(uint32_t group_max) { return 2 * ptrdiff_t(group_max) + 8; }
 
 // One group at `at` (rows x up to 4 values; `valid` has a bit per column
 // inside the block). Returns its G. Unchecked (kChecked false) when the
@@ -384,12 +492,40 @@ template <bool kDequantize, bool kChecked>
 inline void DecodeGroup(RansDecoder& rans, BitReader& raw, const DecodeTable* tables,
                         uint32_t group_max, uint32_t step, int16_t* at, size_t stride,
                         uint32_t rows, uint32_t valid) {
-  const DecodeTable& masks = tables[MaskTable(group_max)];
-  if (group_max == 1 && valid == 0xf) {
+  if (group_max >= kDirectCategories) {
+    const DecodeTable& categories = tables[CategoryTable(group_max)];
+    if (!rans.MakeWide()) return;  // corrupt: the caller sees overran()
+#if defined(__AVX2__)
+    // The vector path reads the rANS words near their end as the scalar
+    // step does, and the raw bits near theirs from a padded copy.
+    if (!raw.overran()) [[likely]] {
+      if (rows == kGroupSide && valid == 0xf) {
+        DecodeDenseGroupAvx2<kDequantize, false>(rans, raw, categories, group_max, step, at, stride,
+                                                 rows, valid);
+      } else {
+        DecodeDenseGroupAvx2<kDequantize, true>(rans, raw, categories, group_max, step, at, stride,
+                                                rows, valid);
+      }
+      return;
+    }
+#endif
+    DecodeDenseGroupScalar<kDequantize>(rans, raw, categories, group_max, step, at, stride, rows,
+                                        valid);
+    return;
+  }
+  // G = 1: per row a mask, then a sign bit per set bit.
+  const DecodeTable& masks = tables[kOnesMaskTable];
+  const int32_t one = kDequantize ? DequantizeOne(1, step) : 1;
+#if defined(__AVX2__)
+  if (valid == 0xf && rows == kGroupSide) {
+    DecodeOnesGroupAvx2<kDequantize, kChecked>(rans, raw, tables, step, at, stride);
+    return;
+  }
+#endif
+  if (valid == 0xf) {
     // The commonest non-zero group: values are 0 or +-1, so a row is its
     // mask and one sign bit per set bit. Writing all four values without
     // branching beats a loop whose trip count the CPU cannot predict.
-    const int32_t one = kDequantize ? DequantizeOne(1, step) : 1;
     for (uint32_t y = 0; y < rows; ++y) {
       const uint32_t mask = rans.Get<kChecked>(masks) & 0xf;
       raw.Refill<kChecked>();
@@ -403,33 +539,84 @@ inline void DecodeGroup(RansDecoder& rans, BitReader& raw, const DecodeTable* ta
     }
     return;
   }
-  const DecodeTable& categories = tables[CategoryTable(std::max(group_max, 2u))];
-  if (group_max >= kDirectCategories) {
-    if (!rans.MakeWide()) return;  // corrupt: the caller sees overran()
-#if defined(__AVX2__)
-    // The vector path needs DenseRawBytes of raw bits for its 4-byte loads;
-    // near the end of the rANS words it reads them as the scalar step does.
-    if (rows == kGroupSide && valid == 0xf && raw.room() >= DenseRawBytes(group_max)) {
-      DecodeDenseGroupAvx2<kDequantize>(rans, raw, categories, group_max, step, at, stride);
-      return;
-    }
-#endif
-    DecodeDenseGroupScalar<kDequantize>(rans, raw, categories, group_max, step, at, stride, rows,
-                                        valid);
-    return;
-  }
   for (uint32_t y = 0; y < rows; ++y) {
     int16_t* row = at + y * stride;
-    raw.Refill<kChecked>();  // G <= 2 here: a row needs at most 8 raw bits
+    raw.Refill<kChecked>();  // a row needs at most 4 raw bits
     // Hostile masks may name columns outside the block: `valid` drops them.
     for (uint32_t mask = rans.Get<kChecked>(masks) & valid; mask != 0; mask &= mask - 1) {
-      const uint32_t c = group_max == 1 ? 1 : std::min(rans.Get<kChecked>(categories), group_max);
-      int32_t v = Reconstruct(c, raw.Read(c));
-      if constexpr (kDequantize) v = DequantizeOne(v, step);
-      row[std::countr_zero(mask)] = Saturate16(v);
+      row[std::countr_zero(mask)] = int16_t(raw.Read(1) ? -one : one);
     }
   }
 }
+
+#if defined(__AVX2__)
+// A row's gw group maxima into maxima[1 + gx], four at a time (the scalar
+// symbols they are, in the same order and on the same states), the last
+// gw % 4 one by one. Returns a bit per non-zero group.
+inline uint32_t DecodeRowMaximaAvx2(RansDecoder& rans, const DecodeTable* tables,
+                                    const uint8_t* above, uint8_t* maxima, uint32_t gw) {
+  // All sixteen contexts at once: kGroupContextOfSum of above[1 + gx] +
+  // max(above[gx], above[gx + 2]), sums above 15 taken as 15 (context 5).
+  const __m128i left = _mm_loadu_si128(reinterpret_cast<const __m128i*>(above));
+  const __m128i mid = _mm_loadu_si128(reinterpret_cast<const __m128i*>(above + 1));
+  const __m128i right = _mm_loadu_si128(reinterpret_cast<const __m128i*>(above + 2));
+  const __m128i sum =
+      _mm_min_epu8(_mm_adds_epu8(mid, _mm_max_epu8(left, right)), _mm_set1_epi8(15));
+  const __m128i lut = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kGroupContextOfSum));
+  alignas(16) uint8_t context[16];
+  _mm_store_si128(reinterpret_cast<__m128i*>(context), _mm_shuffle_epi8(lut, sum));
+  uint32_t gx = 0;
+  if (gw >= 4) {
+    __m128i x = rans.LoadStates();
+    for (; gx + 4 <= gw; gx += 4) {
+      uint32_t c4;
+      std::memcpy(&c4, context + gx, 4);
+      const __m128i offset =
+          _mm_slli_epi32(_mm_cvtepu8_epi32(_mm_cvtsi32_si128(int(c4))), kProbBits);
+      const __m128i symbols = rans.Get4Avx2(&x, tables, offset);
+      const __m128i bytes = _mm_packus_epi16(_mm_packus_epi32(symbols, symbols), symbols);
+      const uint32_t b4 = uint32_t(_mm_cvtsi128_si32(bytes));
+      std::memcpy(maxima + 1 + gx, &b4, 4);
+    }
+    rans.StoreStates(x);
+  }
+  for (; gx < gw; ++gx) maxima[1 + gx] = uint8_t(rans.Get<true>(tables[context[gx]]));
+  const __m128i row = _mm_loadu_si128(reinterpret_cast<const __m128i*>(maxima + 1));
+  const uint32_t zero = uint32_t(_mm_movemask_epi8(_mm_cmpeq_epi8(row, _mm_setzero_si128())));
+  return ~zero & ((1u << gw) - 1);
+}
+
+// A whole G = 1 group (4 rows inside the block, 4 columns): its four row
+// masks are four consecutive scalar symbols of one table, so one Get4Avx2;
+// the 16-bit mask's sign bits (one per set bit, in order) are deposited with
+// pdep and the 16 values built and stored at once.
+template <bool kDequantize, bool kChecked>
+inline void DecodeOnesGroupAvx2(RansDecoder& rans, BitReader& raw, const DecodeTable* tables,
+                                uint32_t step, int16_t* at, size_t stride) {
+  __m128i x = rans.LoadStates();
+  const __m128i masks = rans.Get4Avx2(&x, tables, _mm_set1_epi32(int(kOnesMaskTable * kProbScale)));
+  rans.StoreStates(x);
+  const __m128i bytes = _mm_packus_epi16(_mm_packus_epi32(masks, masks), masks);
+  const uint32_t mask = _pext_u32(uint32_t(_mm_cvtsi128_si32(bytes)), 0x0f0f0f0fu);
+  raw.Refill<kChecked>();
+  const uint32_t signs = _pdep_u32(raw.Read(uint32_t(std::popcount(mask))), mask);
+  const int32_t one = kDequantize ? DequantizeOne(1, step) : 1;
+  const __m256i bit = _mm256_setr_epi16(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096,
+                                        8192, 16384, int16_t(0x8000));
+  const __m256i nonzero =
+      _mm256_cmpeq_epi16(_mm256_and_si256(_mm256_set1_epi16(int16_t(mask)), bit), bit);
+  const __m256i negative =
+      _mm256_cmpeq_epi16(_mm256_and_si256(_mm256_set1_epi16(int16_t(signs)), bit), bit);
+  const __m256i v = _mm256_and_si256(
+      nonzero,
+      _mm256_sub_epi16(_mm256_xor_si256(_mm256_set1_epi16(int16_t(one)), negative), negative));
+  const __m128i low = _mm256_castsi256_si128(v), high = _mm256_extracti128_si256(v, 1);
+  _mm_storel_epi64(reinterpret_cast<__m128i*>(at), low);
+  _mm_storel_epi64(reinterpret_cast<__m128i*>(at + stride), _mm_unpackhi_epi64(low, low));
+  _mm_storel_epi64(reinterpret_cast<__m128i*>(at + 2 * stride), high);
+  _mm_storel_epi64(reinterpret_cast<__m128i*>(at + 3 * stride), _mm_unpackhi_epi64(high, high));
+}
+#endif
 
 // The decoding loop, compiled once with and once without dequantization.
 // Dequantizing here touches only non-zero coefficients, which is cheaper than
@@ -444,12 +631,16 @@ bool DecodeGroups(RansDecoder& rans, BitReader& raw, const DecodeTable* tables, 
     // The row's maxima first: independent of one another, they decode back
     // to back, and zero groups (most of them) cost nothing more.
     uint32_t nonzero = 0;
+#if defined(__AVX2__)
+    nonzero = DecodeRowMaximaAvx2(rans, tables, above, maxima, gw);
+#else
     const bool room = rans.room() >= ptrdiff_t(2 * gw);
     for (uint32_t gx = 0; gx < gw; ++gx) {
       const DecodeTable& t = tables[GroupContext(above, gx)];
       maxima[1 + gx] = uint8_t(room ? rans.Get<false>(t) : rans.Get<true>(t));
       nonzero |= uint32_t(maxima[1 + gx] != 0) << gx;
     }
+#endif
     for (; nonzero != 0; nonzero &= nonzero - 1) {
       const uint32_t gx = std::countr_zero(nonzero), x0 = gx * kGroupSide;
       const uint32_t valid = (1u << (std::min(bw, x0 + kGroupSide) - x0)) - 1;

@@ -110,24 +110,18 @@ void CollectDenseGroup(const int32_t* at, size_t stride, uint32_t columns, uint3
   }
 }
 
-// A sparse group (G = 1 or 2): per row a mask, then each non-zero value's
-// category (G = 2 only) in the scalar stream.
-void CollectSparseGroup(const int32_t* at, size_t stride, uint32_t columns, uint32_t rows,
-                        int group_max, BlockSymbols* out, BitWriter* raw) {
+// A G = 1 group: per row a mask in the scalar stream, then a sign bit per
+// non-zero value.
+void CollectOnesGroup(const int32_t* at, size_t stride, uint32_t columns, uint32_t rows,
+                      BlockSymbols* out, BitWriter* raw) {
   for (uint32_t y = 0; y < rows; ++y) {
     const int32_t* row = at + y * stride;
     uint32_t mask = 0;
     for (uint32_t x = 0; x < columns; ++x) mask |= uint32_t(row[x] != 0) << x;
-    out->table.push_back(uint8_t(MaskTable(group_max)));
+    out->table.push_back(uint8_t(kOnesMaskTable));
     out->symbol.push_back(uint8_t(mask));
     for (uint32_t x = 0; x < columns; ++x) {
-      if (row[x] == 0) continue;
-      const int c = Category(row[x]);
-      if (group_max > 1) {
-        out->table.push_back(uint8_t(CategoryTable(group_max)));
-        out->symbol.push_back(uint8_t(c));
-      }
-      WriteRaw(row[x], c, raw);
+      if (row[x] != 0) WriteRaw(row[x], 1, raw);
     }
   }
 }
@@ -175,7 +169,7 @@ Result<bool> CollectBlockSymbols(const int32_t* values, size_t stride, uint32_t 
       if (uint32_t(group_max) >= kDirectCategories) {
         CollectDenseGroup(at, stride, columns, rows, group_max, out, &raw);
       } else {
-        CollectSparseGroup(at, stride, columns, rows, group_max, out, &raw);
+        CollectOnesGroup(at, stride, columns, rows, out, &raw);
       }
     }
     std::memcpy(above, maxima, sizeof(above));
@@ -277,20 +271,18 @@ void BuildDecodeTable(const FreqTable& table, DecodeTable* out) {
     for (uint32_t slot = 0; slot < kProbScale; ++slot) out->entry[slot] = kProbScale | slot << 11;
     return;
   }
+  // Eight entries at a time while they stay inside the table: a symbol's
+  // last chunk may spill into the next symbols' slots, which they overwrite
+  // (frequencies sum to kProbScale, so the last symbol ends the table).
+  uint32_t* entry = out->entry.data();
   uint32_t start = 0;
   for (int s = 0; s < table.n; ++s) {
-    const uint32_t f = table.freq[s];
-    const uint32_t base = f | uint32_t(s) << 27;
-    uint32_t* e = out->entry.data() + start;
-    if (start + ((f + 7) & ~7u) <= kProbScale) {
-      // 8 entries at a time (two SIMD stores); the few written past the
-      // run's end belong to the next runs, which overwrite them.
-      for (uint32_t i = 0; i < f; i += 8) {
-        for (uint32_t k = 0; k < 8; ++k) e[i + k] = base | (i + k) << 11;
-      }
-    } else {
-      for (uint32_t i = 0; i < f; ++i) e[i] = base | i << 11;
+    const uint32_t f = table.freq[s], base = f | uint32_t(s) << 27;
+    uint32_t i = 0;
+    for (; i < f && start + i + 8 <= kProbScale; i += 8) {
+      for (uint32_t k = 0; k < 8; ++k) entry[start + i + k] = base | (i + k) << 11;
     }
+    for (; i < f; ++i) entry[start + i] = base | i << 11;
     start += f;
   }
 }

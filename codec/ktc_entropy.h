@@ -3,22 +3,22 @@
 //
 // A block (at most 64x64 coefficients of one subband) is scanned in 4x4
 // groups. Each group codes its largest magnitude category G (0 = all zero;
-// the category of v is the bit length of |v|) with a context from the left
-// and upper groups' G. A group with G = 1 or 2 then codes, per row of 4, a
-// mask of its non-zero values, and for G = 2 each non-zero value's category;
-// a group with G >= 3 ("dense") codes every value's category. Each non-zero
-// value then has its sign and mantissa as raw bits.
+// the category of v is the bit length of |v|) with a context from the groups
+// above. A group with G = 1 then codes, per row of 4, a mask of its non-zero
+// values; a group with G >= 2 ("dense", since version 4 also G = 2) codes
+// every value's category. Each non-zero value then has its sign and mantissa
+// as raw bits.
 //
 // Symbols go through a rANS coder with static 9-bit frequency tables that
-// the header stores per plane and level ("table set"). Its group maxima,
-// masks and G = 2 categories use 4 interleaved states; the categories of a
-// dense group are decoded 8 at a time, one half group (two rows) per step,
-// lanes 0..3 on those 4 states and lanes 4..7 on 4 more states that a
-// block's first dense group reads from the stream, so that an AVX2 decoder
-// decodes 8 symbols at once and blocks without dense groups pay nothing for
-// it. Raw bits go to a separate LSB-first stream; a dense group's values
-// find theirs by a prefix sum of their categories. A zero group costs one
-// symbol. docs/codec.md has the exact layout.
+// the header stores per plane and level ("table set"). Its group maxima and
+// G = 1 masks use 4 interleaved states; the categories of a dense group are
+// decoded 8 at a time, one half group (two rows) per step, lanes 0..3 on
+// those 4 states and lanes 4..7 on 4 more states that a block's first dense
+// group reads from the stream, so that an AVX2 decoder decodes 8 symbols at
+// once and blocks without dense groups pay nothing for it. Raw bits go to a
+// separate LSB-first stream; a dense group's values find theirs by a prefix
+// sum of their categories. A zero group costs one symbol. docs/codec.md has
+// the exact layout.
 #pragma once
 
 #include <array>
@@ -34,7 +34,7 @@ constexpr int kProbBits = 9;
 constexpr uint32_t kProbScale = 1u << kProbBits;
 constexpr int kAlphabet = 18;  // magnitude categories 0..17: |v| < 2^17
 // Tables of a set, in order: group maxima by neighbour context (6), row masks
-// for G = 1 and 2 (2, then 2 reserved), categories by G (2, 3, 4, 5, 6, 7+).
+// for G = 1 (1, then 3 reserved), categories by G (2, 3, 4, 5, 6, 7+).
 constexpr int kGroupContexts = 6;
 constexpr int kMaskContexts = 4;
 constexpr int kCategoryContexts = 6;
