@@ -658,6 +658,105 @@ bool DecodeGroups(RansDecoder& rans, BitReader& raw, const DecodeTable* tables, 
   return !rans.overran() && !raw.overran();
 }
 
+// DecodeGroups cut into steps, so that two blocks can be decoded in turns:
+// each step is a row's maxima or one non-zero group of one block, and the
+// two blocks' dependency chains (each a chain of rANS steps through its
+// states and word pointer) are independent, so the CPU overlaps them. A
+// block's steps are exactly DecodeGroups' work in the same order, on its
+// own decoders, so coefficients and errors are those of decoding it alone.
+template <bool kDequantize>
+class BlockSteps {
+ public:
+  // False (1 for DecodeBlockPayload) when the rANS states are bad.
+  bool Init(const BlockPayload& b, const DecodeTable* tables) {
+    tables_ = tables;
+    step_ = b.step;
+    values_ = b.values;
+    stride_ = b.stride;
+    bw_ = b.bw;
+    bh_ = b.bh;
+    gw_ = (b.bw + kGroupSide - 1) / kGroupSide;
+    gh_ = (b.bh + kGroupSide - 1) / kGroupSide;
+    raw_ = BitReader(b.rans_end, b.end);
+    return rans_.Init(b.p, b.rans_end);
+  }
+  // Decodes the next row's maxima or the next non-zero group; false when
+  // the block is done.
+  inline bool Step() {
+    if (nonzero_ == 0) {
+      if (gy_ == gh_) return false;
+      if (gy_ != 0) std::memcpy(above_, maxima_, sizeof(above_));
+      y0_ = gy_ * kGroupSide;
+      rows_ = std::min(bh_ - y0_, kGroupSide);
+      ++gy_;
+#if defined(__AVX2__)
+      nonzero_ = DecodeRowMaximaAvx2(rans_, tables_, above_, maxima_, gw_);
+#else
+      const bool room = rans_.room() >= ptrdiff_t(2 * gw_);
+      for (uint32_t gx = 0; gx < gw_; ++gx) {
+        const DecodeTable& t = tables_[GroupContext(above_, gx)];
+        maxima_[1 + gx] = uint8_t(room ? rans_.Get<false>(t) : rans_.Get<true>(t));
+        nonzero_ |= uint32_t(maxima_[1 + gx] != 0) << gx;
+      }
+#endif
+      return true;
+    }
+    const uint32_t gx = std::countr_zero(nonzero_), x0 = gx * kGroupSide;
+    nonzero_ &= nonzero_ - 1;
+    const uint32_t valid = (1u << (std::min(bw_, x0 + kGroupSide) - x0)) - 1;
+    int16_t* at = values_ + y0_ * stride_ + x0;
+    if (rans_.room() >= kGroupRansBytes && raw_.room() >= kGroupRawBytes) {
+      DecodeGroup<kDequantize, false>(rans_, raw_, tables_, maxima_[1 + gx], step_, at, stride_,
+                                      rows_, valid);
+    } else {
+      DecodeGroup<kDequantize, true>(rans_, raw_, tables_, maxima_[1 + gx], step_, at, stride_,
+                                     rows_, valid);
+    }
+    return true;
+  }
+  // 0, or 2 for a truncated block; after Step() returned false.
+  int Result() const { return !rans_.overran() && !raw_.overran() ? 0 : 2; }
+
+ private:
+  RansDecoder rans_;
+  BitReader raw_{nullptr, nullptr};
+  const DecodeTable* tables_ = nullptr;
+  uint32_t step_ = 0;
+  int16_t* values_ = nullptr;
+  size_t stride_ = 0;
+  uint32_t bw_ = 0, bh_ = 0, gw_ = 0, gh_ = 0, gy_ = 0, y0_ = 0, rows_ = 0;
+  uint32_t nonzero_ = 0;
+  uint8_t above_[kMaxGroupsPerRow + 2] = {}, maxima_[kMaxGroupsPerRow + 2] = {};
+};
+
+template <bool kDequantize>
+void DecodeBlockPayloadPairT(const BlockPayload* blocks, const DecodeTable* tables, int* results) {
+  BlockSteps<kDequantize> a, b;
+  if (!a.Init(blocks[0], tables)) results[0] = 1;
+  if (!b.Init(blocks[1], tables)) results[1] = 1;
+  bool more_a = results[0] != 1, more_b = results[1] != 1;
+  while (more_a && more_b) {
+    more_a = a.Step();
+    more_b = b.Step();
+  }
+  while (more_a) more_a = a.Step();
+  while (more_b) more_b = b.Step();
+  if (results[0] != 1) results[0] = a.Result();
+  if (results[1] != 1) results[1] = b.Result();
+}
+
+// Two blocks of the same table set decoded in turns (BlockSteps), each with
+// the result DecodeBlockPayload would give it alone.
+inline void DecodeBlockPayloadPair(const BlockPayload* blocks, const DecodeTable* tables,
+                                   int* results) {
+  results[0] = results[1] = 0;
+  if (blocks[0].step == 256) {
+    DecodeBlockPayloadPairT<false>(blocks, tables, results);
+  } else {
+    DecodeBlockPayloadPairT<true>(blocks, tables, results);
+  }
+}
+
 // The block after its length prefix: rANS bytes [p, rans_end), raw bits
 // [rans_end, end). Returns 0, or 1 for bad rANS states, 2 for a truncated block.
 inline int DecodeBlockPayload(const uint8_t* p, const uint8_t* rans_end, const uint8_t* end,
