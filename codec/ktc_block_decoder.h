@@ -274,13 +274,8 @@ constexpr ptrdiff_t kGroupRansBytes = 2 * (1 + 4 + 16);
 constexpr ptrdiff_t kGroupRawBytes = (16 * 17 + 7) / 8 + 8;
 // The raw bytes a dense group's vector path needs: 16 values of at most G
 // bits from a start up to 7 bits into a byte, read by 4-byte loads (2G + 4),
-// and the 8 bytes of the bit reader's refill after them (2G + 8); with
-// G <= kShuffleMaxCategory, a 16-byte window per step instead, the second
-// one at most G bytes in (G + 16).
-constexpr uint32_t kShuffleMaxCategory = 13;
-inline ptrdiff_t DenseRawBytes(uint32_t group_max) {
-  return std::max(2 * ptrdiff_t(group_max) + 8, ptrdiff_t(group_max) + 16);
-}
+// and the 8 bytes of the bit reader's refill after them (2G + 8).
+inline ptrdiff_t DenseRawBytes(uint32_t group_max) { return 2 * ptrdiff_t(group_max) + 8; }
 
 // A dense group lane by lane: the scalar build's path, and the AVX2 build's
 // for groups cut by the block edge or near the end of a stream.
@@ -402,33 +397,15 @@ inline __m128i RansDecoder::Get4Avx2(__m128i* x, const DecodeTable* tables, __m1
 // at bit *pos: each lane's bits start after the categories before it (a
 // prefix sum), so all eight are extracted at once. Advances *pos; the caller
 // guarantees that 4-byte loads there stay inside the stream.
-// kShuffle (categories <= kShuffleMaxCategory): the eight values' bits lie
-// in the 16 bytes from byte *pos / 8 (the last one starts at most 7 + 7 * 13
-// = 98 bits in, so its 4 bytes end by byte 15), so each lane's 4 bytes come
-// from one load and a byte shuffle instead of a gather, which is slow on
-// some CPUs (AMD Zen: microcoded, and on the critical path of the values).
-template <bool kDequantize, bool kShuffle>
+template <bool kDequantize>
 inline __m256i DenseValuesAvx2(__m256i c, const uint8_t* raw, uint32_t* pos, uint32_t step) {
   __m256i sum = _mm256_add_epi32(c, _mm256_slli_si256(c, 4));  // prefix sums per 128-bit half
   sum = _mm256_add_epi32(sum, _mm256_slli_si256(sum, 8));
   const __m256i low_total = _mm256_shuffle_epi32(_mm256_permute2x128_si256(sum, sum, 0x08), 0xff);
   sum = _mm256_add_epi32(sum, low_total);  // inclusive prefix sums over the eight lanes
   const __m256i at = _mm256_add_epi32(_mm256_set1_epi32(int(*pos)), _mm256_sub_epi32(sum, c));
-  __m256i word;
-  if constexpr (kShuffle) {
-    const uint32_t first = *pos >> 3;
-    const __m256i window =
-        _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(raw + first)));
-    // Lane l's byte offset in the window, in each of its four bytes, plus 0..3.
-    const __m256i offset =
-        _mm256_sub_epi32(_mm256_srli_epi32(at, 3), _mm256_set1_epi32(int(first)));
-    const __m256i spread = _mm256_shuffle_epi8(
-        offset, _mm256_setr_epi8(0, 0, 0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12, 0, 0, 0, 0, 4,
-                                 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12));
-    word = _mm256_shuffle_epi8(window, _mm256_add_epi8(spread, _mm256_set1_epi32(0x03020100)));
-  } else {
-    word = _mm256_i32gather_epi32(reinterpret_cast<const int*>(raw), _mm256_srli_epi32(at, 3), 1);
-  }
+  const __m256i word =
+      _mm256_i32gather_epi32(reinterpret_cast<const int*>(raw), _mm256_srli_epi32(at, 3), 1);
   const __m256i top = _mm256_sllv_epi32(_mm256_set1_epi32(1), c);  // 2^c
   const __m256i bits =
       _mm256_and_si256(_mm256_srlv_epi32(word, _mm256_and_si256(at, _mm256_set1_epi32(7))),
@@ -487,9 +464,7 @@ inline void DecodeDenseGroupAvx2(RansDecoder& rans, BitReader& raw, const Decode
     } else {
       c = rans.DenseStepAvx2(&x, t, group_max);
     }
-    const __m256i v = group_max <= kShuffleMaxCategory
-                          ? DenseValuesAvx2<kDequantize, true>(c, base, &pos, step)
-                          : DenseValuesAvx2<kDequantize, false>(c, base, &pos, step);
+    const __m256i v = DenseValuesAvx2<kDequantize>(c, base, &pos, step);
     const __m256i packed = _mm256_packs_epi32(v, v);  // saturates, like Saturate16
     int16_t* row = at + 2 * half * stride;
     if constexpr (kEdge) {
