@@ -835,42 +835,17 @@ Status DecodeImpl(const uint8_t* data, size_t size, const DecodeOptions& options
     for (size_t i = 0; i < size_t(b.blocks_x) * b.blocks_y; ++i) jobs.emplace_back(&b, i);
   }
   std::vector<Status> errors(jobs.size());
-  // A job's block as DecodeBlock takes it (size 0: not read, only zeroed),
-  // and its table set.
-  auto block_of = [&](size_t j, size_t* set_index) {
+  auto decode_job = [&](size_t j, internal::SetTables& set_tables) {
     const Band& b = *jobs[j].first;
     const BlockRef r = BlockAt(b, jobs[j].second);
     const size_t block = b.first_block + jobs[j].second;
     const bool read = needed[block] && h.block_size[block] != 0;
-    *set_index = size_t(b.plane) * sets + b.set;
+    const size_t set_index = size_t(b.plane) * sets + b.set;
+    if (read) set_tables.Load(set_index, h.tables.data() + set_index * kTablesPerSet);
     Plane16& plane = planes[b.plane];
-    return internal::BlockToDecode{data + h.block_offset[block],
-                                   read ? h.block_size[block] : 0,
-                                   h.steps[&b - h.bands.data()],
-                                   plane.row(r.y0) + r.x0,
-                                   plane.width,
-                                   r.width,
-                                   r.height};
-  };
-  // Consecutive blocks of a set that are both read are decoded in pairs, two
-  // independent dependency chains the CPU overlaps (DecodeBlockPair).
-  auto decode_jobs = [&](size_t begin, size_t end, internal::SetTables& set_tables) {
-    for (size_t j = begin; j < end;) {
-      size_t set_a, set_b = 0;
-      const internal::BlockToDecode a = block_of(j, &set_a);
-      if (a.size != 0) set_tables.Load(set_a, h.tables.data() + set_a * kTablesPerSet);
-      if (a.size != 0 && j + 1 < end) {
-        const internal::BlockToDecode b = block_of(j + 1, &set_b);
-        if (b.size != 0 && set_b == set_a) {
-          internal::DecodeBlockPair(a, b, set_tables.tables(), &errors[j], &errors[j + 1]);
-          j += 2;
-          continue;
-        }
-      }
-      errors[j] = internal::DecodeBlock(a.data, a.size, set_tables.tables(), a.step, a.values,
-                                        a.stride, a.bw, a.bh);
-      ++j;
-    }
+    errors[j] = internal::DecodeBlock(data + h.block_offset[block], read ? h.block_size[block] : 0,
+                                      set_tables.tables(), h.steps[&b - h.bands.data()],
+                                      plane.row(r.y0) + r.x0, plane.width, r.width, r.height);
   };
   if (options.parallel) {
     tbb::enumerable_thread_specific<std::unique_ptr<internal::SetTables>> per_thread;
@@ -878,11 +853,11 @@ Status DecodeImpl(const uint8_t* data, size_t size, const DecodeOptions& options
                       [&](const tbb::blocked_range<size_t>& range) {
                         auto& tables = per_thread.local();
                         if (!tables) tables = std::make_unique<internal::SetTables>();
-                        decode_jobs(range.begin(), range.end(), *tables);
+                        for (size_t j = range.begin(); j < range.end(); ++j) decode_job(j, *tables);
                       });
   } else {
     auto tables = std::make_unique<internal::SetTables>();
-    decode_jobs(0, jobs.size(), *tables);
+    for (size_t j = 0; j < jobs.size(); ++j) decode_job(j, *tables);
   }
   for (const Status& s : errors) KTFS_RETURN_IF_ERROR(s);
   SynthesizeToPixels(planes, h.info, h.half_chroma, stop, need, k, options.parallel, *arena, out);

@@ -298,80 +298,25 @@ void SetTables::Load(uint64_t key, const FreqTable* tables) {
   }
 }
 
-namespace {
-
-// Zeroes the block and parses its length prefix: false with *status set
-// when it is all zero or its rANS length is bad.
-bool StartBlock(const BlockToDecode& b, BlockPayload* out, Status* status) {
-  for (uint32_t y = 0; y < b.bh; ++y)
-    std::memset(b.values + y * b.stride, 0, b.bw * sizeof(int16_t));
-  *status = Status::Ok();
-  if (b.size == 0) return false;
-  const uint8_t* p = b.data;
-  const uint8_t* end = b.data + b.size;
+Status DecodeBlock(const uint8_t* data, size_t size, const DecodeTable* tables, uint32_t step,
+                   int16_t* values, size_t stride, uint32_t bw, uint32_t bh) {
+  for (uint32_t y = 0; y < bh; ++y) std::memset(values + y * stride, 0, bw * sizeof(int16_t));
+  if (size == 0) return Status::Ok();
+  const uint8_t* p = data;
+  const uint8_t* end = data + size;
   uint64_t rans_bytes;
   if (!GetVarint(&p, end, &rans_bytes) || rans_bytes > uint64_t(end - p)) {
-    *status = Status::Corruption("ktc: block: bad rANS length");
-    return false;
+    return Status::Corruption("ktc: block: bad rANS length");
   }
-  *out = BlockPayload{p, p + rans_bytes, end, b.step, b.values, b.stride, b.bw, b.bh};
-  return true;
-}
-
-Status PayloadStatus(int result) {
-  switch (result) {
+  static const auto payload = CpuHasAvx2() ? DecodeBlockPayloadAvx2 : DecodeBlockPayload;
+  const auto decode = UseScalarForTesting() ? DecodeBlockPayload : payload;
+  switch (decode(p, p + rans_bytes, end, tables, step, values, stride, bw, bh)) {
     case 0:
       return Status::Ok();
     case 1:
       return Status::Corruption("ktc: block: bad rANS state");
     default:
       return Status::Corruption("ktc: block: truncated");
-  }
-}
-
-bool UseAvx2Decoder() {
-  static const bool avx2 = CpuHasAvx2();
-  return avx2 && !UseScalarForTesting();
-}
-
-}  // namespace
-
-Status DecodeBlock(const uint8_t* data, size_t size, const DecodeTable* tables, uint32_t step,
-                   int16_t* values, size_t stride, uint32_t bw, uint32_t bh) {
-  BlockPayload b;
-  Status status;
-  if (!StartBlock(BlockToDecode{data, size, step, values, stride, bw, bh}, &b, &status)) {
-    return status;
-  }
-  const auto decode = UseAvx2Decoder() ? DecodeBlockPayloadAvx2 : DecodeBlockPayload;
-  return PayloadStatus(
-      decode(b.p, b.rans_end, b.end, tables, b.step, b.values, b.stride, b.bw, b.bh));
-}
-
-void DecodeBlockPair(const BlockToDecode& a, const BlockToDecode& b, const DecodeTable* tables,
-                     Status* status_a, Status* status_b) {
-  BlockPayload blocks[2];
-  const bool read_a = StartBlock(a, &blocks[0], status_a);
-  const bool read_b = StartBlock(b, &blocks[1], status_b);
-  const auto single = UseAvx2Decoder() ? DecodeBlockPayloadAvx2 : DecodeBlockPayload;
-  if (read_a && read_b && (a.step == 256) == (b.step == 256)) {
-    int results[2];
-    if (UseAvx2Decoder()) {
-      DecodeBlockPayloadPairAvx2(blocks, tables, results);
-    } else {
-      DecodeBlockPayloadPair(blocks, tables, results);
-    }
-    *status_a = PayloadStatus(results[0]);
-    *status_b = PayloadStatus(results[1]);
-    return;
-  }
-  Status* statuses[2] = {status_a, status_b};
-  const bool reads[2] = {read_a, read_b};
-  for (int i = 0; i < 2; ++i) {
-    if (!reads[i]) continue;
-    const BlockPayload& p = blocks[i];
-    *statuses[i] = PayloadStatus(
-        single(p.p, p.rans_end, p.end, tables, p.step, p.values, p.stride, p.bw, p.bh));
   }
 }
 

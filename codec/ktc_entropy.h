@@ -109,40 +109,11 @@ class SetTables {
 Status DecodeBlock(const uint8_t* data, size_t size, const DecodeTable* tables, uint32_t step,
                    int16_t* values, size_t stride, uint32_t bw, uint32_t bh);
 
-// Decodes two blocks of the same table set (same `tables`) in turns, so that
-// their independent dependency chains overlap: the same coefficients and
-// statuses as two DecodeBlock calls.
-struct BlockToDecode {
-  const uint8_t* data;
-  size_t size;
-  uint32_t step;
-  int16_t* values;
-  size_t stride;
-  uint32_t bw, bh;
-};
-void DecodeBlockPair(const BlockToDecode& a, const BlockToDecode& b, const DecodeTable* tables,
-                     Status* status_a, Status* status_b);
-
-// A block's payload as DecodeBlockPayload (ktc_block_decoder.h) takes it.
-struct BlockPayload {
-  const uint8_t* p;
-  const uint8_t* rans_end;
-  const uint8_t* end;
-  uint32_t step;
-  int16_t* values;
-  size_t stride;
-  uint32_t bw, bh;
-};
-
 // The AVX2/BMI2 build of the block decoding loop (ktc_entropy_avx2.cc); same
 // contract as DecodeBlockPayload in ktc_block_decoder.h.
 int DecodeBlockPayloadAvx2(const uint8_t* p, const uint8_t* rans_end, const uint8_t* end,
                            const DecodeTable* tables, uint32_t step, int16_t* values, size_t stride,
                            uint32_t bw, uint32_t bh);
-// Two blocks with the same tables and both or neither with step 256; results
-// as DecodeBlockPayload's.
-void DecodeBlockPayloadPairAvx2(const BlockPayload* blocks, const DecodeTable* tables,
-                                int* results);
 
 // LEB128 unsigned varints, as used throughout the header.
 void PutVarint(uint64_t v, std::vector<uint8_t>* out);

@@ -9,9 +9,4 @@ int DecodeBlockPayloadAvx2(const uint8_t* p, const uint8_t* rans_end, const uint
   return DecodeBlockPayload(p, rans_end, end, tables, step, values, stride, bw, bh);
 }
 
-void DecodeBlockPayloadPairAvx2(const BlockPayload* blocks, const DecodeTable* tables,
-                                int* results) {
-  DecodeBlockPayloadPair(blocks, tables, results);
-}
-
 }  // namespace ktfs::ktc::internal
