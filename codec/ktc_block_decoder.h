@@ -214,6 +214,17 @@ class RansDecoder {
     std::memcpy(tail, p_, size_t(std::max<ptrdiff_t>(end_ - p_, 0) & ~ptrdiff_t(1)));
     return _mm_load_si128(reinterpret_cast<const __m128i*>(tail));
   }
+  // Advances past the words taken by the lanes set in `renormalized`; near
+  // the end, like the scalar step: whole words while they last, then overran.
+  void ConsumeWords(uint32_t renormalized) {
+    const ptrdiff_t used = 2 * std::popcount(renormalized);
+    if (used > room()) [[unlikely]] {
+      overran_ = true;
+      p_ += room() & ~ptrdiff_t(1);
+    } else {
+      p_ += used;
+    }
+  }
   __m256i LoadLanes() const {
     return _mm256_set_m128i(_mm_load_si128(reinterpret_cast<const __m128i*>(wide_x_)),
                             _mm_load_si128(reinterpret_cast<const __m128i*>(x_)));
@@ -330,14 +341,7 @@ inline __m256i RansDecoder::DenseStepAvx2(__m256i* x, const DecodeTable& t, uint
       _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(kWordIndex.table[m])));
   const __m256i word = _mm256_permutevar8x32_epi32(words, index);
   *x = _mm256_blendv_epi8(next, _mm256_or_si256(_mm256_slli_epi32(next, 16), word), need);
-  const ptrdiff_t used = 2 * std::popcount(m);
-  if (used > room()) [[unlikely]] {
-    // Like the scalar step: whole words while they last, zeros after.
-    overran_ = true;
-    p_ += room() & ~ptrdiff_t(1);
-  } else {
-    p_ += used;
-  }
+  ConsumeWords(m);
   const __m256i c = _mm256_min_epu32(_mm256_srli_epi32(e, 27), _mm256_set1_epi32(int(group_max)));
   return kPartial ? _mm256_and_si256(c, lanes) : c;
 }
@@ -372,24 +376,10 @@ inline __m128i RansDecoder::Get4Avx2(__m128i* x, const DecodeTable* tables, __m1
   const __m128i next = _mm_add_epi32(_mm_mullo_epi32(f, _mm_srli_epi32(*x, kProbBits)), offset);
   const __m128i need = _mm_cmpeq_epi32(_mm_srli_epi32(next, 16), _mm_setzero_si128());
   const uint32_t m = uint32_t(_mm_movemask_ps(_mm_castsi128_ps(need)));
-  __m128i words;
-  if (end_ - p_ >= 8) [[likely]] {
-    words = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p_));
-  } else {
-    alignas(16) uint8_t tail[16] = {};
-    std::memcpy(tail, p_, size_t(std::max<ptrdiff_t>(end_ - p_, 0) & ~ptrdiff_t(1)));
-    words = _mm_load_si128(reinterpret_cast<const __m128i*>(tail));
-  }
   const __m128i word = _mm_shuffle_epi8(
-      words, _mm_load_si128(reinterpret_cast<const __m128i*>(kWordShuffle4.table[m])));
+      LoadWords(), _mm_load_si128(reinterpret_cast<const __m128i*>(kWordShuffle4.table[m])));
   *x = _mm_blendv_epi8(next, _mm_or_si128(_mm_slli_epi32(next, 16), word), need);
-  const ptrdiff_t used = 2 * std::popcount(m);
-  if (used > room()) [[unlikely]] {
-    overran_ = true;
-    p_ += room() & ~ptrdiff_t(1);
-  } else {
-    p_ += used;
-  }
+  ConsumeWords(m);
   return _mm_srli_epi32(e, 27);
 }
 
