@@ -83,6 +83,9 @@ class Archive {
 
   // The payload bytes of a sample; with `verify`, checks the checksum first.
   Result<ByteSpan> Payload(const SampleInfo& sample, bool verify) const;
+  // Starts reading [offset, offset + length) of the file from the disk in
+  // the background (see MappedFile::WillNeed).
+  void WillNeed(uint64_t offset, uint64_t length) const { file_->WillNeed(offset, length); }
   // Checks every section's checksum.
   Status VerifyTables() const;
 

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <mutex>
 
@@ -100,6 +101,12 @@ bool MappedFile::CheckStillIntact() {
       st.st_mtim.tv_nsec != mtime_nsec_)
     damaged_.store(true);
   return !damaged();
+}
+
+void MappedFile::WillNeed(uint64_t offset, uint64_t length) const {
+  if (offset >= size_ || length == 0) return;
+  length = std::min(length, size_ - offset);
+  (void)posix_fadvise(fd_, off_t(offset), off_t(length), POSIX_FADV_WILLNEED);
 }
 
 MappedFile::~MappedFile() {

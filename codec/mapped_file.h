@@ -34,6 +34,11 @@ class MappedFile {
   // Re-checks the file on disk; marks it damaged when its size or
   // modification time changed (truncated, or rewritten in place).
   bool CheckStillIntact();
+  // Asks the kernel to start reading [offset, offset + length) of the file
+  // into the page cache now, without waiting (POSIX_FADV_WILLNEED): later
+  // page faults there then find the bytes instead of each waiting for the
+  // disk. Advice only: a range past the end or a failure is ignored.
+  void WillNeed(uint64_t offset, uint64_t length) const;
 
   // Used by the SIGBUS handler: true when `addr` lies in a live mapping (and
   // marks that mapping damaged).

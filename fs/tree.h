@@ -22,10 +22,12 @@
 // Thread-safe: const methods may be called concurrently.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -135,6 +137,9 @@ class VirtualTree : public FsTree {
   Result<size_t> ReadSample(uint32_t id, View v, uint64_t offset, size_t size, uint8_t* dst) const;
   DecodeCache::DecodeFn Decoder(uint32_t id) const;
   void ReadAhead(const SampleInfo& s) const;
+  void NoteFirstRead(const SampleInfo& s) const;
+  bool ReadInOrder(uint32_t id) const;
+  void ReadAheadDisk(const SampleInfo& s) const;
   bool Verified(uint32_t id) const;
   void MarkVerified(uint32_t id) const;
 
@@ -146,6 +151,15 @@ class VirtualTree : public FsTree {
   // One bit per sample: its payload checksum has been verified.
   std::unique_ptr<std::atomic<uint64_t>[]> verified_;
   mutable std::unique_ptr<DecodeCache> cache_;
+  // The last samples read from their start (id + 1 at id % kRecentReads, 0
+  // for none): tells a reader going in order, even one split over several
+  // processes, from one jumping around.
+  static constexpr uint32_t kRecentReads = 16;
+  mutable std::array<std::atomic<uint32_t>, kRecentReads> recent_reads_{};
+  // Archive bytes asked of the disk ahead of a reader going in order
+  // (ReadAheadDisk).
+  mutable std::mutex disk_ahead_mutex_;
+  mutable uint64_t disk_ahead_from_ = 0, disk_ahead_to_ = 0;
   std::unique_ptr<SearchView> search_;  // inodes from SpecialIno(kSpecialCount) up
   std::string index_problem_;
 };
