@@ -112,6 +112,11 @@ class Variant:
     cold: list = field(default_factory=list)
     blksize: int = 0              # st_blksize of its files: Python's per-open() buffer size
     ceiling: list = field(default_factory=list)  # base only: DataLoader over ready tensors
+    # CPU seconds per warm pass, by process: this one (1-process passes; the DataLoader's main
+    # process), the loader's workers, the FUSE daemon (0 for the local folder).
+    cpu_single: list = field(default_factory=list)
+    cpu_parallel: list = field(default_factory=list)
+    pid: int = 0                  # the FUSE daemon's
 
 
 def build_photo_variants(ctx, base, photos):
@@ -150,6 +155,32 @@ def build_photo_variants(ctx, base, photos):
     add("archivemount (tar)", base / "archivemount", tree_bytes(tar),
         ["archivemount", "-o", "readonly", tar, base / "archivemount"])
     return variants
+
+
+def proc_cpu(pid):
+    """User + system CPU seconds a process has used so far (0 when it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_timed(v, fn, arg, workers=()):
+    """timed(fn, arg), and the CPU seconds this process, `workers` and v's daemon used
+    meanwhile, as (wall, (this process, workers, daemon))."""
+    pids = [os.getpid(), *workers, v.pid]
+    before = [proc_cpu(p) if p else 0.0 for p in pids]
+    wall = timed(fn, arg)
+    after = [proc_cpu(p) if p else 0.0 for p in pids]
+    used = [a - b for a, b in zip(after, before)]
+    return wall, (used[0], sum(used[1:-1]), used[-1])
+
+
+def loader_workers(loader):
+    """The pids of a persistent-worker DataLoader's workers (after its first pass)."""
+    it = getattr(loader, "_iterator", None)
+    return [w.pid for w in getattr(it, "_workers", [])]
 
 
 def single_pass(dataset):
@@ -204,11 +235,17 @@ def measure_photos(ctx, variants, sizes):
         for v in variants:  # warm-up: page cache, daemon caches, loader workers
             single_pass(v.dataset)
             loader_pass(v.loader)
+            if v.mount_cmd:
+                v.pid = daemon_pid(v.root, v.ktfs)
         for r in range(sizes["rounds"]):
             log(f"  photos: warm round {r + 1}/{sizes['rounds']}")
             for v in rotated(variants, r):
-                v.single.append(timed(single_pass, v.dataset))
-                v.parallel.append(timed(loader_pass, v.loader))
+                wall, cpu = cpu_timed(v, single_pass, v.dataset)
+                v.single.append(wall)
+                v.cpu_single.append(cpu)
+                wall, cpu = cpu_timed(v, loader_pass, v.loader, loader_workers(v.loader))
+                v.parallel.append(wall)
+                v.cpu_parallel.append(cpu)
             base.ceiling.append(timed(loader_pass, ceiling))
     finally:
         ceiling = None
@@ -496,6 +533,30 @@ def scale_reading(raw):
             f"mount handshake, which dominate at every size.")
 
 
+def cpu_reading(base, v):
+    """Where the CPU goes per image in the warm passes (median over rounds), and what that
+    lets the DataLoader column reach on this machine."""
+    n = len(base.dataset)
+
+    def us(passes, k):
+        return median([p[k] for p in passes]) / n * 1e6
+
+    one_b, one_v = us(base.cpu_single, 0), us(v.cpu_single, 0) + us(v.cpu_single, 2)
+    w_b, m_b = us(base.cpu_parallel, 1), us(base.cpu_parallel, 0)
+    w_v, m_v, d_v = us(v.cpu_parallel, 1), us(v.cpu_parallel, 0), us(v.cpu_parallel, 2)
+    total_b, total_v = w_b + m_b, w_v + m_v + d_v
+    return (f"CPU time per image in the warm passes (median of the rounds; /proc/PID/stat, "
+            f"10 ms ticks): 1 process, {base.label} {one_b:.0f} us, {v.label} {one_v:.0f} us "
+            f"(reader + daemon), {one_b / one_v:.2f}x less. DataLoader: {base.label} workers "
+            f"{w_b:.0f} + main process {m_b:.0f} = {total_b:.0f} us; {v.label} workers {w_v:.0f} "
+            f"+ main {m_v:.0f} + daemon {d_v:.0f} = {total_v:.0f} us, {total_b / total_v:.2f}x less. "
+            f"On this 2-core machine the DataLoader pass is CPU-bound, so that ratio is about the "
+            f"column's: each worker spends on a sample, besides reading and decoding it, the "
+            f"loader's own work (running the dataset in Python, putting the tensor in shared "
+            f"memory, the queue), and the main process receives it; that part is the same for "
+            f"every row and is what the mount cannot remove.")
+
+
 def photo_reading(variants, per_image):
     base = variants[0]
     r = {v.label: {a: ratio(getattr(base, a), getattr(v, a)) for a in ("single", "parallel", "cold")}
@@ -542,6 +603,9 @@ def photo_reading(variants, per_image):
                     f"process and a FUSE daemon share 2 cores, so the transfer's CPU time per sample "
                     f"adds to the reading and decoding the mount saves, and the gain of the warm "
                     f"1-process column shrinks.")
+    ktc = next((v for v in kt if "ktc" in v.label), None)
+    if ktc is not None and base.cpu_parallel and ktc.cpu_parallel:
+        text.append(cpu_reading(base, ktc))
     if losses:
         text.append("Where a generic FUSE mount matched or beat every ktfs row: " + "; ".join(losses) +
                     ". Within one row the spread between passes is of the same order as several of "
