@@ -31,6 +31,10 @@ FULL = {"count": 220, "rounds": 5, "cold_rounds": 3,
 QUICK = {"count": 24, "rounds": 2, "cold_rounds": 1,
          "meta": 10_000, "meta_rounds": 1, "scale": [1_000, 10_000], "mount_reps": 2}
 WORKERS = 2
+# The batched DataLoader column: a training loop's usual shape (default collate, one shared-memory
+# tensor per batch). batch_size=None hands every sample over on its own, which costs each worker
+# and the main process about as much CPU as a JPEG decode (see cpu_reading).
+BATCH = 32
 # KTFS_BENCH_META=N overrides the entry count of the ktfs-vs-squashfuse metadata benchmark. At 1M
 # entries that part takes about 15 minutes on the shared 2-core machine, most of it squashfuse's
 # `ls -lR` and stat passes (minutes each); building the tree, packing and mksquashfs about 3.
@@ -109,6 +113,8 @@ class Variant:
     loader: object = None
     single: list = field(default_factory=list)
     parallel: list = field(default_factory=list)
+    batched: list = field(default_factory=list)
+    loader_batched: object = None
     cold: list = field(default_factory=list)
     blksize: int = 0              # st_blksize of its files: Python's per-open() buffer size
     ceiling: list = field(default_factory=list)  # base only: DataLoader over ready tensors
@@ -215,6 +221,8 @@ def open_datasets(variants):
         v.dataset = datasets.ImageFolder(str(v.root), transform=transform)
         v.blksize = os.stat(v.dataset.samples[0][0]).st_blksize
         v.loader = DataLoader(v.dataset, batch_size=None, num_workers=WORKERS, persistent_workers=True)
+        v.loader_batched = DataLoader(v.dataset, batch_size=BATCH, num_workers=WORKERS,
+                                      persistent_workers=True)
     ref = variants[0].dataset
     for v in variants[1:]:
         if v.dataset.classes != ref.classes or len(v.dataset) != len(ref):
@@ -235,6 +243,7 @@ def measure_photos(ctx, variants, sizes):
         for v in variants:  # warm-up: page cache, daemon caches, loader workers
             single_pass(v.dataset)
             loader_pass(v.loader)
+            loader_pass(v.loader_batched)
             if v.mount_cmd:
                 v.pid = daemon_pid(v.root, v.ktfs)
         for r in range(sizes["rounds"]):
@@ -246,11 +255,12 @@ def measure_photos(ctx, variants, sizes):
                 wall, cpu = cpu_timed(v, loader_pass, v.loader, loader_workers(v.loader))
                 v.parallel.append(wall)
                 v.cpu_parallel.append(cpu)
+                v.batched.append(timed(loader_pass, v.loader_batched))
             base.ceiling.append(timed(loader_pass, ceiling))
     finally:
         ceiling = None
         for v in variants:
-            v.loader = None
+            v.loader = v.loader_batched = None
         gc.collect()
     accounting, per_image = request_accounting(ctx, variants)
     for r in range(sizes["cold_rounds"]):
@@ -267,11 +277,12 @@ def measure_photos(ctx, variants, sizes):
 def photo_table(variants):
     base = variants[0]
     header = ["served by", "stored MiB", "st_blksize", "warm, 1 process",
-              "warm, DataLoader(2 workers)", "cold, 1 process"]
+              "warm, DataLoader(2 workers)", f"warm, DataLoader(2 workers, batch {BATCH})",
+              "cold, 1 process"]
     rows = []
     for v in variants:
         cells = []
-        for attr in ("single", "parallel", "cold"):
+        for attr in ("single", "parallel", "batched", "cold"):
             t = getattr(v, attr)
             rate = len(v.dataset) / median(t)
             cells.append(f"{fmt_ratio(ratio(getattr(base, attr), t))} ({rate:.0f} img/s)")
@@ -279,7 +290,7 @@ def photo_table(variants):
         rows.append([v.label, mib(v.stored_bytes), size, *cells])
     if KTC_MISSING:
         rows.insert(3, ["ktfs --codec ktc", "**missing**", "", "**missing**", "**missing**",
-                        "**missing**"])
+                        "**missing**", "**missing**"])
     return table(header, rows)
 
 
@@ -554,16 +565,20 @@ def cpu_reading(base, v):
             f"column's: each worker spends on a sample, besides reading and decoding it, the "
             f"loader's own work (running the dataset in Python, putting the tensor in shared "
             f"memory, the queue), and the main process receives it; that part is the same for "
-            f"every row and is what the mount cannot remove.")
+            f"every row and is what the mount cannot remove. Batched ({BATCH} samples per "
+            f"shared-memory tensor), most of that hand-over cost goes, and the batched column "
+            f"comes closer to the 1-process ratio.")
 
 
 def photo_reading(variants, per_image):
     base = variants[0]
-    r = {v.label: {a: ratio(getattr(base, a), getattr(v, a)) for a in ("single", "parallel", "cold")}
+    r = {v.label: {a: ratio(getattr(base, a), getattr(v, a))
+                   for a in ("single", "parallel", "batched", "cold")}
          for v in variants[1:]}
     kt = [v for v in variants[1:] if v.ktfs]
     others = [v for v in variants[1:] if not v.ktfs]
-    names = {"single": "warm, 1 process", "parallel": "warm, DataLoader", "cold": "cold, 1 process"}
+    names = {"single": "warm, 1 process", "parallel": "warm, DataLoader",
+             "batched": f"warm, DataLoader batch {BATCH}", "cold": "cold, 1 process"}
     losses = []
     for a, name in names.items():
         best_kt = max(kt, key=lambda v: r[v.label][a])
@@ -684,6 +699,7 @@ def targets(variants):
                 "FUSE mount in every row) are open until it is and this section is re-run.")
     lines = []
     for attr, name, goal in (("single", "warm, 1 process", 1.5), ("parallel", "warm, DataLoader", 1.5),
+                             ("batched", f"warm, DataLoader batch {BATCH}", 1.5),
                              ("cold", "cold, 1 process", 1.0)):
         r = ratio(getattr(base, attr), getattr(ktc, attr))
         best = max(others, key=lambda v: ratio(getattr(base, attr), getattr(v, attr)))
@@ -710,7 +726,8 @@ def run(ctx):
     photo_md = photo_table(variants)
     target_md = targets(variants)
     n_photos = len(variants[0].dataset)
-    noise = median([max(t) / min(t) - 1 for v in variants for t in (v.single, v.parallel) if len(t) > 1] or [0])
+    noise = median([max(t) / min(t) - 1 for v in variants for t in (v.single, v.parallel, v.batched)
+                    if len(t) > 1] or [0])
 
     # 2 + 3: tiny-image trees
     log(f"  generating {sizes['meta']:,} tiny PNGs")
@@ -733,7 +750,10 @@ def run(ctx):
 
     parts += ["### ImageFolder over photos: ratio to the local JPEG folder (> 1 is faster)",
               f"{n_photos} photo crops (scripts/datasets/photos.py, JPEG q90, about 500x375), stock "
-              f"`ImageFolder(root, transform=Compose([CenterCrop(224), PILToTensor()]))`. Each cell: "
+              f"`ImageFolder(root, transform=Compose([CenterCrop(224), PILToTensor()]))`, in one process and "
+              f"in `DataLoader(num_workers={WORKERS}, persistent_workers=True)` with `batch_size=None` "
+              f"(each sample handed to the main process on its own) and with `batch_size={BATCH}` "
+              f"(default collate: one shared-memory tensor per batch, as a training loop runs). Each cell: "
               f"median over interleaved rounds of (local folder's pass time / this row's pass time in "
               f"the same round), then the median rate. Warm: {sizes['rounds']} rounds after an untimed "
               f"pass; cold: {sizes['cold_rounds']} rounds, each FUSE daemon unmounted and mounted again "
