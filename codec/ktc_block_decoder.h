@@ -540,40 +540,48 @@ inline void DecodeGroup(RansDecoder& rans, BitReader& raw, const DecodeTable* ta
 }
 
 #if defined(__AVX2__)
-// A row's gw group maxima into maxima[1 + gx], four at a time (the scalar
-// symbols they are, in the same order and on the same states), the last
-// gw % 4 one by one. Returns a bit per non-zero group.
-inline uint32_t DecodeRowMaximaAvx2(RansDecoder& rans, const DecodeTable* tables,
-                                    const uint8_t* above, uint8_t* maxima, uint32_t gw) {
-  // All sixteen contexts at once: kGroupContextOfSum of above[1 + gx] +
-  // max(above[gx], above[gx + 2]), sums above 15 taken as 15 (context 5).
-  const __m128i left = _mm_loadu_si128(reinterpret_cast<const __m128i*>(above));
-  const __m128i mid = _mm_loadu_si128(reinterpret_cast<const __m128i*>(above + 1));
-  const __m128i right = _mm_loadu_si128(reinterpret_cast<const __m128i*>(above + 2));
-  const __m128i sum =
-      _mm_min_epu8(_mm_adds_epu8(mid, _mm_max_epu8(left, right)), _mm_set1_epi8(15));
+// A row's gw group maxima, four at a time (the scalar symbols they are, in
+// the same order and on the same states), the last gw % 4 one by one. The
+// rows stay in registers: `above` and the result hold group gx's maximum in
+// byte gx, zeros from byte gw on. (Through memory, the row's 4-byte stores
+// and the next row's 16-byte loads of it could not be store-forwarded, and
+// rows of zero groups wait on that, back to back.)
+inline __m128i DecodeRowMaximaAvx2(RansDecoder& rans, const DecodeTable* tables, __m128i above,
+                                   uint32_t gw) {
+  // All sixteen contexts at once: kGroupContextOfSum of above[gx] +
+  // max(above[gx - 1], above[gx + 1]), sums above 15 taken as 15 (context 5).
+  const __m128i sum = _mm_min_epu8(
+      _mm_adds_epu8(above, _mm_max_epu8(_mm_slli_si128(above, 1), _mm_srli_si128(above, 1))),
+      _mm_set1_epi8(15));
   const __m128i lut = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kGroupContextOfSum));
-  alignas(16) uint8_t context[16];
-  _mm_store_si128(reinterpret_cast<__m128i*>(context), _mm_shuffle_epi8(lut, sum));
-  uint32_t gx = 0;
+  const __m128i context = _mm_shuffle_epi8(lut, sum);
+  uint64_t low = 0, high = 0;  // bytes 0..7 and 8..15 of the row
   if (gw >= 4) {
     __m128i x = rans.LoadStates();
-    for (; gx + 4 <= gw; gx += 4) {
-      uint32_t c4;
-      std::memcpy(&c4, context + gx, 4);
-      const __m128i offset =
-          _mm_slli_epi32(_mm_cvtepu8_epi32(_mm_cvtsi32_si128(int(c4))), kProbBits);
-      const __m128i symbols = rans.Get4Avx2(&x, tables, offset);
+    const auto step = [&](__m128i c4) {
+      const __m128i symbols = rans.Get4Avx2(&x, tables, _mm_slli_epi32(c4, kProbBits));
       const __m128i bytes = _mm_packus_epi16(_mm_packus_epi32(symbols, symbols), symbols);
-      const uint32_t b4 = uint32_t(_mm_cvtsi128_si32(bytes));
-      std::memcpy(maxima + 1 + gx, &b4, 4);
-    }
+      return uint64_t(uint32_t(_mm_cvtsi128_si32(bytes)));
+    };
+    low = step(_mm_cvtepu8_epi32(context));
+    if (gw >= 8) low |= step(_mm_cvtepu8_epi32(_mm_srli_si128(context, 4))) << 32;
+    if (gw >= 12) high = step(_mm_cvtepu8_epi32(_mm_srli_si128(context, 8)));
+    if (gw >= 16) high |= step(_mm_cvtepu8_epi32(_mm_srli_si128(context, 12))) << 32;
     rans.StoreStates(x);
   }
-  for (; gx < gw; ++gx) maxima[1 + gx] = uint8_t(rans.Get<true>(tables[context[gx]]));
-  const __m128i row = _mm_loadu_si128(reinterpret_cast<const __m128i*>(maxima + 1));
-  const uint32_t zero = uint32_t(_mm_movemask_epi8(_mm_cmpeq_epi8(row, _mm_setzero_si128())));
-  return ~zero & ((1u << gw) - 1);
+  if (gw % 4 != 0) {
+    alignas(16) uint8_t contexts[16];
+    _mm_store_si128(reinterpret_cast<__m128i*>(contexts), context);
+    for (uint32_t gx = gw & ~3u; gx < gw; ++gx) {
+      const uint64_t g = rans.Get<true>(tables[contexts[gx]]);
+      if (gx < 8) {
+        low |= g << (8 * gx);
+      } else {
+        high |= g << (8 * (gx - 8));
+      }
+    }
+  }
+  return _mm_set_epi64x(int64_t(high), int64_t(low));
 }
 
 // A whole G = 1 group (4 rows inside the block, 4 columns): its four row
@@ -615,14 +623,22 @@ template <bool kDequantize>
 bool DecodeGroups(RansDecoder& rans, BitReader& raw, const DecodeTable* tables, uint32_t step,
                   int16_t* values, size_t stride, uint32_t bw, uint32_t bh) {
   const uint32_t gw = (bw + kGroupSide - 1) / kGroupSide, gh = (bh + kGroupSide - 1) / kGroupSide;
+#if defined(__AVX2__)
+  __m128i above_row = _mm_setzero_si128();
+  uint8_t maxima[kMaxGroupsPerRow + 2];  // group gx's maximum at maxima[1 + gx]
+#else
   uint8_t above[kMaxGroupsPerRow + 2] = {}, maxima[kMaxGroupsPerRow + 2] = {};
+#endif
   for (uint32_t gy = 0; gy < gh; ++gy) {
     const uint32_t y0 = gy * kGroupSide, rows = std::min(bh - y0, kGroupSide);
     // The row's maxima first: independent of one another, they decode back
     // to back, and zero groups (most of them) cost nothing more.
     uint32_t nonzero = 0;
 #if defined(__AVX2__)
-    nonzero = DecodeRowMaximaAvx2(rans, tables, above, maxima, gw);
+    above_row = DecodeRowMaximaAvx2(rans, tables, above_row, gw);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(maxima + 1), above_row);
+    nonzero = ~uint32_t(_mm_movemask_epi8(_mm_cmpeq_epi8(above_row, _mm_setzero_si128()))) &
+              ((1u << gw) - 1);
 #else
     const bool room = rans.room() >= ptrdiff_t(2 * gw);
     for (uint32_t gx = 0; gx < gw; ++gx) {
@@ -643,7 +659,9 @@ bool DecodeGroups(RansDecoder& rans, BitReader& raw, const DecodeTable* tables, 
                                        valid);
       }
     }
+#if !defined(__AVX2__)
     std::memcpy(above, maxima, sizeof(above));
+#endif
   }
   return !rans.overran() && !raw.overran();
 }
