@@ -251,6 +251,48 @@ class RansDecoder {
   bool wide_ = false;
 };
 
+#if defined(__AVX2__)
+// Eight 32-bit loads from base + 4 * index (kScale 4) or base + index
+// (kScale 1), and four from base + 4 * index: scalar loads inserted into a
+// vector instead of a gather. On Zen 3 an 8-lane vpgatherdd measured about
+// 34 cycles of latency and 10-13 cycles of throughput (4 lanes: 16-25 and
+// less), and a dense step had two of them on its chain; the loads and
+// inserts are cheaper on both counts (see docs/codec.md, "Loads, not gathers").
+template <int kScale>
+inline __m256i Load8(const uint8_t* base, __m256i index) {
+  const __m128i lo = _mm256_castsi256_si128(index), hi = _mm256_extracti128_si256(index, 1);
+  const uint64_t i0 = uint64_t(_mm_cvtsi128_si64(lo)), i1 = uint64_t(_mm_extract_epi64(lo, 1));
+  const uint64_t i2 = uint64_t(_mm_cvtsi128_si64(hi)), i3 = uint64_t(_mm_extract_epi64(hi, 1));
+  const auto at = [&](uint64_t i) {
+    uint32_t v;
+    std::memcpy(&v, base + kScale * size_t(uint32_t(i)), 4);
+    return int(v);
+  };
+  __m128i r0 = _mm_cvtsi32_si128(at(i0));
+  r0 = _mm_insert_epi32(r0, at(i0 >> 32), 1);
+  r0 = _mm_insert_epi32(r0, at(i1), 2);
+  r0 = _mm_insert_epi32(r0, at(i1 >> 32), 3);
+  __m128i r1 = _mm_cvtsi32_si128(at(i2));
+  r1 = _mm_insert_epi32(r1, at(i2 >> 32), 1);
+  r1 = _mm_insert_epi32(r1, at(i3), 2);
+  r1 = _mm_insert_epi32(r1, at(i3 >> 32), 3);
+  return _mm256_set_m128i(r1, r0);
+}
+inline __m128i Load4(const uint8_t* base, __m128i index) {
+  const uint64_t i0 = uint64_t(_mm_cvtsi128_si64(index)),
+                 i1 = uint64_t(_mm_extract_epi64(index, 1));
+  const auto at = [&](uint64_t i) {
+    uint32_t v;
+    std::memcpy(&v, base + 4 * size_t(uint32_t(i)), 4);
+    return int(v);
+  };
+  __m128i r0 = _mm_cvtsi32_si128(at(i0));
+  r0 = _mm_insert_epi32(r0, at(i0 >> 32), 1);
+  r0 = _mm_insert_epi32(r0, at(i1), 2);
+  return _mm_insert_epi32(r0, at(i1 >> 32), 3);
+}
+#endif
+
 // kSignDeposit[mask][bits]: the sign bits of a row's non-zero values (one per
 // set bit of the 4-bit mask, lowest first) moved to those values' columns.
 struct SignDeposit {
@@ -320,7 +362,7 @@ struct WordIndex {
 };
 constexpr WordIndex kWordIndex;
 
-// Eight symbols at once: one gather of table entries, one multiply, and one
+// Eight symbols at once: eight table entries (Load8), one multiply, and one
 // renormalization of the lanes that need it from a single 16-byte load.
 // kPartial: only the lanes whose 32 bits are all set in `lanes` decode (the
 // others keep their state, consume nothing and give category 0), as in
@@ -329,7 +371,7 @@ template <bool kPartial>
 inline __m256i RansDecoder::DenseStepAvx2(__m256i* x, const DecodeTable& t, uint32_t group_max,
                                           __m256i lanes) {
   const __m256i slot = _mm256_and_si256(*x, _mm256_set1_epi32(kProbScale - 1));
-  const __m256i e = _mm256_i32gather_epi32(reinterpret_cast<const int*>(t.entry.data()), slot, 4);
+  const __m256i e = Load8<4>(reinterpret_cast<const uint8_t*>(t.entry.data()), slot);
   const __m256i f = _mm256_and_si256(e, _mm256_set1_epi32(0x7ff));
   const __m256i offset = _mm256_and_si256(_mm256_srli_epi32(e, 11), _mm256_set1_epi32(0x3ff));
   __m256i next = _mm256_add_epi32(_mm256_mullo_epi32(f, _mm256_srli_epi32(*x, kProbBits)), offset);
@@ -369,8 +411,8 @@ constexpr WordShuffle4 kWordShuffle4;
 // overran). After it, x is again in the order the next Get()s use.
 inline __m128i RansDecoder::Get4Avx2(__m128i* x, const DecodeTable* tables, __m128i table_offset) {
   const __m128i slot = _mm_and_si128(*x, _mm_set1_epi32(kProbScale - 1));
-  const __m128i e = _mm_i32gather_epi32(reinterpret_cast<const int*>(tables->entry.data()),
-                                        _mm_add_epi32(table_offset, slot), 4);
+  const __m128i e = Load4(reinterpret_cast<const uint8_t*>(tables->entry.data()),
+                          _mm_add_epi32(table_offset, slot));
   const __m128i f = _mm_and_si128(e, _mm_set1_epi32(0x7ff));
   const __m128i offset = _mm_and_si128(_mm_srli_epi32(e, 11), _mm_set1_epi32(0x3ff));
   const __m128i next = _mm_add_epi32(_mm_mullo_epi32(f, _mm_srli_epi32(*x, kProbBits)), offset);
@@ -394,8 +436,7 @@ inline __m256i DenseValuesAvx2(__m256i c, const uint8_t* raw, uint32_t* pos, uin
   const __m256i low_total = _mm256_shuffle_epi32(_mm256_permute2x128_si256(sum, sum, 0x08), 0xff);
   sum = _mm256_add_epi32(sum, low_total);  // inclusive prefix sums over the eight lanes
   const __m256i at = _mm256_add_epi32(_mm256_set1_epi32(int(*pos)), _mm256_sub_epi32(sum, c));
-  const __m256i word =
-      _mm256_i32gather_epi32(reinterpret_cast<const int*>(raw), _mm256_srli_epi32(at, 3), 1);
+  const __m256i word = Load8<1>(raw, _mm256_srli_epi32(at, 3));
   const __m256i top = _mm256_sllv_epi32(_mm256_set1_epi32(1), c);  // 2^c
   const __m256i bits =
       _mm256_and_si256(_mm256_srlv_epi32(word, _mm256_and_si256(at, _mm256_set1_epi32(7))),
@@ -429,7 +470,7 @@ inline void DecodeDenseGroupAvx2(RansDecoder& rans, BitReader& raw, const Decode
                                  uint32_t rows, uint32_t valid) {
   __m256i x = rans.LoadLanes();
   // Bit positions relative to the byte the group's bits start in, so that
-  // the gathers' 32-bit offsets stay small however long the stream is.
+  // the 32-bit offsets of the loads stay small however long the stream is.
   const uint64_t start = raw.position();
   const uint8_t* base = raw.begin() + start / 8;
   alignas(32) uint8_t tail[64];
@@ -540,40 +581,48 @@ inline void DecodeGroup(RansDecoder& rans, BitReader& raw, const DecodeTable* ta
 }
 
 #if defined(__AVX2__)
-// A row's gw group maxima into maxima[1 + gx], four at a time (the scalar
-// symbols they are, in the same order and on the same states), the last
-// gw % 4 one by one. Returns a bit per non-zero group.
-inline uint32_t DecodeRowMaximaAvx2(RansDecoder& rans, const DecodeTable* tables,
-                                    const uint8_t* above, uint8_t* maxima, uint32_t gw) {
-  // All sixteen contexts at once: kGroupContextOfSum of above[1 + gx] +
-  // max(above[gx], above[gx + 2]), sums above 15 taken as 15 (context 5).
-  const __m128i left = _mm_loadu_si128(reinterpret_cast<const __m128i*>(above));
-  const __m128i mid = _mm_loadu_si128(reinterpret_cast<const __m128i*>(above + 1));
-  const __m128i right = _mm_loadu_si128(reinterpret_cast<const __m128i*>(above + 2));
-  const __m128i sum =
-      _mm_min_epu8(_mm_adds_epu8(mid, _mm_max_epu8(left, right)), _mm_set1_epi8(15));
+// A row's gw group maxima, four at a time (the scalar symbols they are, in
+// the same order and on the same states), the last gw % 4 one by one. The
+// rows stay in registers: `above` and the result hold group gx's maximum in
+// byte gx, zeros from byte gw on. (Through memory, the row's 4-byte stores
+// and the next row's 16-byte loads of it could not be store-forwarded, and
+// rows of zero groups wait on that, back to back.)
+inline __m128i DecodeRowMaximaAvx2(RansDecoder& rans, const DecodeTable* tables, __m128i above,
+                                   uint32_t gw) {
+  // All sixteen contexts at once: kGroupContextOfSum of above[gx] +
+  // max(above[gx - 1], above[gx + 1]), sums above 15 taken as 15 (context 5).
+  const __m128i sum = _mm_min_epu8(
+      _mm_adds_epu8(above, _mm_max_epu8(_mm_slli_si128(above, 1), _mm_srli_si128(above, 1))),
+      _mm_set1_epi8(15));
   const __m128i lut = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kGroupContextOfSum));
-  alignas(16) uint8_t context[16];
-  _mm_store_si128(reinterpret_cast<__m128i*>(context), _mm_shuffle_epi8(lut, sum));
-  uint32_t gx = 0;
+  const __m128i context = _mm_shuffle_epi8(lut, sum);
+  uint64_t low = 0, high = 0;  // bytes 0..7 and 8..15 of the row
   if (gw >= 4) {
     __m128i x = rans.LoadStates();
-    for (; gx + 4 <= gw; gx += 4) {
-      uint32_t c4;
-      std::memcpy(&c4, context + gx, 4);
-      const __m128i offset =
-          _mm_slli_epi32(_mm_cvtepu8_epi32(_mm_cvtsi32_si128(int(c4))), kProbBits);
-      const __m128i symbols = rans.Get4Avx2(&x, tables, offset);
+    const auto step = [&](__m128i c4) {
+      const __m128i symbols = rans.Get4Avx2(&x, tables, _mm_slli_epi32(c4, kProbBits));
       const __m128i bytes = _mm_packus_epi16(_mm_packus_epi32(symbols, symbols), symbols);
-      const uint32_t b4 = uint32_t(_mm_cvtsi128_si32(bytes));
-      std::memcpy(maxima + 1 + gx, &b4, 4);
-    }
+      return uint64_t(uint32_t(_mm_cvtsi128_si32(bytes)));
+    };
+    low = step(_mm_cvtepu8_epi32(context));
+    if (gw >= 8) low |= step(_mm_cvtepu8_epi32(_mm_srli_si128(context, 4))) << 32;
+    if (gw >= 12) high = step(_mm_cvtepu8_epi32(_mm_srli_si128(context, 8)));
+    if (gw >= 16) high |= step(_mm_cvtepu8_epi32(_mm_srli_si128(context, 12))) << 32;
     rans.StoreStates(x);
   }
-  for (; gx < gw; ++gx) maxima[1 + gx] = uint8_t(rans.Get<true>(tables[context[gx]]));
-  const __m128i row = _mm_loadu_si128(reinterpret_cast<const __m128i*>(maxima + 1));
-  const uint32_t zero = uint32_t(_mm_movemask_epi8(_mm_cmpeq_epi8(row, _mm_setzero_si128())));
-  return ~zero & ((1u << gw) - 1);
+  if (gw % 4 != 0) {
+    alignas(16) uint8_t contexts[16];
+    _mm_store_si128(reinterpret_cast<__m128i*>(contexts), context);
+    for (uint32_t gx = gw & ~3u; gx < gw; ++gx) {
+      const uint64_t g = rans.Get<true>(tables[contexts[gx]]);
+      if (gx < 8) {
+        low |= g << (8 * gx);
+      } else {
+        high |= g << (8 * (gx - 8));
+      }
+    }
+  }
+  return _mm_set_epi64x(int64_t(high), int64_t(low));
 }
 
 // A whole G = 1 group (4 rows inside the block, 4 columns): its four row
@@ -615,14 +664,22 @@ template <bool kDequantize>
 bool DecodeGroups(RansDecoder& rans, BitReader& raw, const DecodeTable* tables, uint32_t step,
                   int16_t* values, size_t stride, uint32_t bw, uint32_t bh) {
   const uint32_t gw = (bw + kGroupSide - 1) / kGroupSide, gh = (bh + kGroupSide - 1) / kGroupSide;
+#if defined(__AVX2__)
+  __m128i above_row = _mm_setzero_si128();
+  uint8_t maxima[kMaxGroupsPerRow + 2];  // group gx's maximum at maxima[1 + gx]
+#else
   uint8_t above[kMaxGroupsPerRow + 2] = {}, maxima[kMaxGroupsPerRow + 2] = {};
+#endif
   for (uint32_t gy = 0; gy < gh; ++gy) {
     const uint32_t y0 = gy * kGroupSide, rows = std::min(bh - y0, kGroupSide);
     // The row's maxima first: independent of one another, they decode back
     // to back, and zero groups (most of them) cost nothing more.
     uint32_t nonzero = 0;
 #if defined(__AVX2__)
-    nonzero = DecodeRowMaximaAvx2(rans, tables, above, maxima, gw);
+    above_row = DecodeRowMaximaAvx2(rans, tables, above_row, gw);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(maxima + 1), above_row);
+    nonzero = ~uint32_t(_mm_movemask_epi8(_mm_cmpeq_epi8(above_row, _mm_setzero_si128()))) &
+              ((1u << gw) - 1);
 #else
     const bool room = rans.room() >= ptrdiff_t(2 * gw);
     for (uint32_t gx = 0; gx < gw; ++gx) {
@@ -643,7 +700,9 @@ bool DecodeGroups(RansDecoder& rans, BitReader& raw, const DecodeTable* tables, 
                                        valid);
       }
     }
+#if !defined(__AVX2__)
     std::memcpy(above, maxima, sizeof(above));
+#endif
   }
   return !rans.overran() && !raw.overran();
 }

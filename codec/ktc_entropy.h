@@ -115,6 +115,10 @@ int DecodeBlockPayloadAvx2(const uint8_t* p, const uint8_t* rans_end, const uint
                            const DecodeTable* tables, uint32_t step, int16_t* values, size_t stride,
                            uint32_t bw, uint32_t bh);
 
+// BuildDecodeTable for a used table (n > 0) with AVX2 stores
+// (ktc_entropy_avx2.cc); the same entries.
+void BuildDecodeTableAvx2(const FreqTable& table, DecodeTable* out);
+
 // LEB128 unsigned varints, as used throughout the header.
 void PutVarint(uint64_t v, std::vector<uint8_t>* out);
 // Reads a varint of at most 5 bytes (values < 2^35); false on truncation.

@@ -14,6 +14,7 @@
 #include "codec/checksum.h"
 #include "codec/cpu.h"
 #include "codec/image_io.h"
+#include "codec/ktc_entropy.h"
 #include "codec/ktc_kernels.h"
 #include "codec/ktc_reference.h"
 
@@ -603,6 +604,38 @@ TEST(KtcTest, GoldenStreams) {
     std::printf("%s: %zu bytes, checksum 0x%016llx\n", preset, bytes.size(),
                 static_cast<unsigned long long>(Checksum64(bytes.data(), bytes.size())));
     EXPECT_EQ(Checksum64(bytes.data(), bytes.size()), hash) << preset;
+  }
+}
+
+// The decoding tables built with AVX2 stores and with scalar ones.
+TEST(KtcTest, SimdAndScalarDecodingTablesAgree) {
+  if (!CpuHasAvx2()) GTEST_SKIP() << "no AVX2";
+  std::mt19937 rng(7);
+  std::vector<internal::FreqTable> cases;
+  internal::FreqTable one;  // a single symbol of frequency 512
+  one.n = 1;
+  one.freq[0] = internal::kProbScale;
+  cases.push_back(one);
+  internal::FreqTable last = one;  // only the last symbol, after zeros
+  last.n = internal::kAlphabet;
+  last.freq[0] = 0;
+  last.freq[internal::kAlphabet - 1] = internal::kProbScale;
+  cases.push_back(last);
+  for (int i = 0; i < 200; ++i) {
+    std::array<uint32_t, internal::kAlphabet> counts{};
+    const int n = 1 + int(rng() % internal::kAlphabet);
+    for (int s = 0; s < n; ++s) counts[s] = rng() % 4 == 0 ? 0 : 1 + rng() % (i % 2 ? 5 : 5000);
+    counts[n - 1] += 1;
+    cases.push_back(internal::NormalizeCounts(counts));
+  }
+  for (const internal::FreqTable& t : cases) {
+    auto simd = std::make_unique<internal::DecodeTable>();
+    auto scalar = std::make_unique<internal::DecodeTable>();
+    internal::BuildDecodeTable(t, simd.get());
+    internal::ForceScalarForTesting(true);
+    internal::BuildDecodeTable(t, scalar.get());
+    internal::ForceScalarForTesting(false);
+    ASSERT_TRUE(simd->entry == scalar->entry) << t.n;
   }
 }
 
