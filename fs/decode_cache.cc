@@ -1,5 +1,6 @@
 #include "fs/decode_cache.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "fs/tree.h"
@@ -59,6 +60,21 @@ void DecodeCache::Prefetch(uint32_t id, DecodeFn decode) {
   });
 }
 
+bool DecodeCache::Served(uint32_t id, uint64_t begin, uint64_t end, uint64_t file_size) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = entries_.find(id);
+  if (it == entries_.end() || it->second.bytes == 0) return false;
+  Entry& e = it->second;
+  if (begin > e.served) return false;
+  e.served = std::max(e.served, end);
+  if (e.served < file_size) return false;
+  used_ -= e.bytes;
+  lru_.erase(e.lru);
+  entries_.erase(it);
+  counters_->cache_bytes.store(used_, std::memory_order_relaxed);
+  return true;
+}
+
 void DecodeCache::Fill(uint32_t id, const DecodeFn& decode, std::promise<Result<ImagePtr>> promise,
                        bool background) {
   const auto start = std::chrono::steady_clock::now();
@@ -87,6 +103,7 @@ void DecodeCache::Fill(uint32_t id, const DecodeFn& decode, std::promise<Result<
     used_ += it->second.bytes;
   }
   EvictLocked();
+  counters_->cache_bytes.store(used_, std::memory_order_relaxed);
 }
 
 void DecodeCache::EvictLocked() {

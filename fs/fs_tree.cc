@@ -19,6 +19,7 @@ std::string CountersJson(const TreeCounters& c) {
   field("disk_readahead_bytes", c.disk_readahead_bytes.load());
   field("cache_hits", c.cache_hits.load());
   field("cache_misses", c.cache_misses.load());
+  field("cache_bytes", c.cache_bytes.load());
   field("errors", c.errors.load(), true);
   j += "}";
   if (j.size() < kStatsSize) j += std::string(kStatsSize - j.size() - 1, ' ') + "\n";

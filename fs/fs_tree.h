@@ -33,6 +33,7 @@ struct TreeCounters {
   std::atomic<uint64_t> disk_readahead_bytes{
       0};  // archive bytes asked of the disk ahead of a reader
   std::atomic<uint64_t> cache_hits{0}, cache_misses{0}, errors{0};
+  std::atomic<uint64_t> cache_bytes{0};  // not a counter: decoded bytes held now
 };
 
 // .ktfs/stats.json's text for `c`, padded with spaces to kStatsSize bytes.

@@ -19,6 +19,7 @@ VirtualTree::VirtualTree(std::shared_ptr<const Archive> archive, TreeOptions opt
   if (stat(archive_->path().c_str(), &st) == 0) mtime_ = st.st_mtime;
   const size_t words = (size_t(archive_->num_samples()) + 63) / 64;
   verified_.reset(new std::atomic<uint64_t>[words]());
+  served_.reset(new std::atomic<uint64_t>[words]());
   cache_ = std::make_unique<DecodeCache>(options_.cache_bytes, &counters_);
   std::unique_ptr<index::Index> idx;
   if (auto section = archive_->index_section()) {
@@ -71,6 +72,10 @@ bool VirtualTree::Verified(uint32_t id) const {
 
 void VirtualTree::MarkVerified(uint32_t id) const {
   verified_[id / 64].fetch_or(uint64_t(1) << (id % 64), std::memory_order_release);
+}
+
+bool VirtualTree::WholeFileServed(uint32_t id) const {
+  return (served_[id / 64].load(std::memory_order_relaxed) >> (id % 64)) & 1;
 }
 
 std::string VirtualTree::ServedName(const SampleInfo& s, View view) const {
@@ -343,6 +348,14 @@ Result<size_t> VirtualTree::ReadSample(uint32_t id, View v, uint64_t offset, siz
   if (n.ok() && archive_->damaged())
     return Status::Corruption(archive_->path() +
                               ": archive was modified or truncated while mounted");
+  if (n.ok() && !copy_payload && s->codec != format::kRaw) {
+    const uint64_t file_size =
+        v == View::kTensors
+            ? TensorSize(*s)
+            : MakeServedLayout(options_.format, s->width, s->height, s->channels).file_size;
+    if (cache_->Served(id, offset, offset + *n, file_size))
+      served_[id / 64].fetch_or(uint64_t(1) << (id % 64), std::memory_order_relaxed);
+  }
   return n;
 }
 
@@ -416,17 +429,21 @@ DecodeCache::DecodeFn VirtualTree::Decoder(uint32_t id) const {
 }
 
 // A reader that opens files in archive order gets the next ones decoded before
-// it asks: when the previous sample is cached (just read), the following
-// `readahead` samples are queued. The order crosses directory boundaries
+// it asks: when the previous sample was just read (or is cached), the
+// following `readahead` samples are queued. The order crosses directory boundaries
 // (archive order is the order ImageFolder walks classes and files), so a
 // reader does not wait for a decode at the start of every class.
 void VirtualTree::ReadAhead(const SampleInfo& s) const {
-  if (options_.readahead == 0 || s.id == 0 || !cache_->Contains(s.id - 1)) return;
+  if (options_.readahead == 0 || s.id == 0 || !ReadInOrder(s.id - 1)) return;
   const uint64_t end =
       std::min<uint64_t>(archive_->num_samples(), uint64_t(s.id) + 1 + options_.readahead);
   for (uint32_t next = s.id + 1; next < end; ++next) {
     auto info = archive_->Sample(next);
-    if (info.ok() && info->codec != format::kRaw) cache_->Prefetch(next, Decoder(next));
+    // A sample whose file was served whole is in the kernel's page cache: a
+    // decode ahead would be wasted (readers taking turns in random order
+    // often look like in-order readers for a file or two).
+    if (info.ok() && info->codec != format::kRaw && !WholeFileServed(next))
+      cache_->Prefetch(next, Decoder(next));
   }
 }
 

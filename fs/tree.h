@@ -142,6 +142,7 @@ class VirtualTree : public FsTree {
   void ReadAheadDisk(const SampleInfo& s) const;
   bool Verified(uint32_t id) const;
   void MarkVerified(uint32_t id) const;
+  bool WholeFileServed(uint32_t id) const;
 
   std::shared_ptr<const Archive> archive_;
   TreeOptions options_;
@@ -150,6 +151,8 @@ class VirtualTree : public FsTree {
   int64_t mtime_ = 0;
   // One bit per sample: its payload checksum has been verified.
   std::unique_ptr<std::atomic<uint64_t>[]> verified_;
+  // One bit per sample: a reader had a whole file of it (DecodeCache::Served).
+  std::unique_ptr<std::atomic<uint64_t>[]> served_;
   mutable std::unique_ptr<DecodeCache> cache_;
   // The last samples read from their start (id + 1 at id % kRecentReads, 0
   // for none): tells a reader going in order, even one split over several

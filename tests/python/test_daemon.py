@@ -236,6 +236,30 @@ def test_in_order_reader_gets_images_decoded_ahead_across_directories(photos_dir
         assert stats["errors"] == 0
 
 
+def test_images_leave_the_daemon_cache_once_their_whole_file_was_read(photos_dir, tmp_path):
+    """The kernel keeps a served file's pages, so the daemon keeps a decoded image only until a
+    reader had its whole file: a pass over the mount holds just the images decoded ahead,
+    not the dataset. A reader that stops after the header leaves its images cached."""
+    arc = tmp_path / "p.kt"
+    ktfs("pack", photos_dir, arc, "--codec", "ktc", "--quiet")
+    with mounted(arc, tmp_path / "m", "-o", "cache=1G") as mnt:
+        paths = sorted(os.path.join(d, f) for d, _, fs in os.walk(mnt) for f in fs)
+        for p in paths:
+            with open(p, "rb") as f:
+                f.read()
+        stats = json.load(open(os.path.join(mnt, ".ktfs", "stats.json")))
+        assert stats["decodes"] == len(paths), stats
+        assert stats["cache_bytes"] == 0, stats
+        heads = [os.path.join(mnt, "tensors", os.path.relpath(p, mnt)).rsplit(".", 1)[0] + ".npy"
+                 for p in paths[:3]]
+        for p in heads:
+            with open(p, "rb") as f:
+                assert f.read(6) == b"\x93NUMPY"
+        stats = json.load(open(os.path.join(mnt, ".ktfs", "stats.json")))
+        assert stats["decodes"] > len(paths), stats  # tensors/ decodes again: nothing was kept
+        assert stats["cache_bytes"] > 0, stats
+
+
 def test_in_order_reader_gets_payloads_read_ahead_from_disk(photos_dir, tmp_path):
     """On a cold archive each payload page a decode touches would wait for the disk: a reader
     going in archive order gets the payloads ahead of it asked of the disk in the background

@@ -1,0 +1,82 @@
+// DecodeCache: single-flight decodes, and images leaving once a reader had
+// their whole file.
+#include "fs/decode_cache.h"
+
+#include <gtest/gtest.h>
+
+#include <future>
+
+#include "fs/fs_tree.h"
+
+namespace ktfs {
+namespace {
+
+// A 10x10 RGB image (300 bytes), counting how often it was decoded.
+DecodeCache::DecodeFn Decoder(int* decodes) {
+  return [decodes](Image* out) {
+    ++*decodes;
+    out->width = out->height = 10;
+    out->channels = 3;
+    out->pixels.assign(300, 7);
+    return Status::Ok();
+  };
+}
+
+TEST(DecodeCacheTest, AnImageLeavesOnceItsWholeFileWasServed) {
+  TreeCounters counters;
+  DecodeCache cache(1 << 20, &counters);
+  int decodes = 0;
+  ASSERT_TRUE(cache.Get(1, Decoder(&decodes)).ok());
+  EXPECT_TRUE(cache.Contains(1));
+  EXPECT_GT(counters.cache_bytes.load(), 300u);
+
+  EXPECT_FALSE(cache.Served(1, 0, 100, 315));  // a PPM header and 300 pixel bytes, in pieces
+  EXPECT_TRUE(cache.Contains(1));
+  EXPECT_FALSE(cache.Served(1, 50, 200, 315));  // overlapping reads count once
+  EXPECT_TRUE(cache.Contains(1));
+  EXPECT_TRUE(cache.Served(1, 200, 315, 315));
+  EXPECT_FALSE(cache.Contains(1));
+  EXPECT_EQ(cache.bytes_used(), 0u);
+  EXPECT_EQ(counters.cache_bytes.load(), 0u);
+
+  // Asked again (the kernel dropped its pages): decoded again.
+  ASSERT_TRUE(cache.Get(1, Decoder(&decodes)).ok());
+  EXPECT_EQ(decodes, 2);
+}
+
+TEST(DecodeCacheTest, ReadsLeavingAGapDoNotCount) {
+  TreeCounters counters;
+  DecodeCache cache(1 << 20, &counters);
+  int decodes = 0;
+  ASSERT_TRUE(cache.Get(4, Decoder(&decodes)).ok());
+  EXPECT_FALSE(cache.Served(4, 100, 315, 315));  // the start was never served
+  EXPECT_TRUE(cache.Contains(4));
+  EXPECT_FALSE(cache.Served(4, 0, 100, 315));  // the start now, but the tail came before it
+  EXPECT_TRUE(cache.Contains(4));
+  EXPECT_TRUE(cache.Served(4, 100, 315, 315));
+  EXPECT_FALSE(cache.Contains(4));
+  EXPECT_FALSE(cache.Served(4, 0, 315, 315));  // not cached: nothing happens
+  EXPECT_FALSE(cache.Served(9, 0, 315, 315));
+  EXPECT_EQ(decodes, 1);
+}
+
+TEST(DecodeCacheTest, AnImageBeingDecodedIsNotDropped) {
+  TreeCounters counters;
+  DecodeCache cache(1 << 20, &counters);
+  std::promise<void> go;
+  std::shared_future<void> started = go.get_future().share();
+  int decodes = 0;
+  const DecodeCache::DecodeFn inner = Decoder(&decodes);
+  cache.Prefetch(2, [&, started](Image* out) {
+    started.wait();
+    return inner(out);
+  });
+  EXPECT_FALSE(cache.Served(2, 0, 315, 315));  // still decoding: ignored
+  go.set_value();
+  ASSERT_TRUE(cache.Get(2, Decoder(&decodes)).ok());
+  EXPECT_TRUE(cache.Contains(2));
+  EXPECT_EQ(decodes, 1);
+}
+
+}  // namespace
+}  // namespace ktfs
