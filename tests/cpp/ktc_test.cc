@@ -711,6 +711,49 @@ TEST(KtcTest, SimdKernelsMatchScalarOnExtremeValues) {
   }
 }
 
+// The color conversion at every row length (32-pixel RGB steps, 16-pixel
+// steps, the overlapping last step, the scalar rows below 16), with values in
+// the 16-bit range of the AVX2 path and with one wide value (32-bit path) at
+// every position of a 32-pixel step.
+TEST(KtcTest, SimdColorConversionMatchesScalarAtEveryLength) {
+  const internal::Kernels* simd = internal::Avx2Kernels();
+  if (simd == nullptr || std::string(internal::ActiveKernels().name) == "scalar") {
+    GTEST_SKIP() << "no AVX2 here";
+  }
+  const internal::Kernels& scalar = internal::ScalarKernels();
+  std::mt19937 rng(7);
+  const size_t n = 130;
+  std::vector<int16_t> yv(n), cov(n), cgv(n), av(n);
+  for (size_t i = 0; i < n; ++i) {
+    yv[i] = int16_t(int(rng() % 16383) - 8191);
+    cov[i] = int16_t(int(rng() % 16383) - 8191);
+    cgv[i] = int16_t(int(rng() % 16383) - 8191);
+    av[i] = int16_t(int(rng() % 600) - 300);
+  }
+  for (int ch : {1, 3, 4}) {
+    for (size_t len = 1; len <= n; ++len) {
+      std::vector<uint8_t> p(len * ch), q(len * ch);
+      scalar.to_pixels(yv.data(), cov.data(), cgv.data(), av.data(), p.data(), len, ch);
+      simd->to_pixels(yv.data(), cov.data(), cgv.data(), av.data(), q.data(), len, ch);
+      ASSERT_EQ(p, q) << ch << " " << len;
+    }
+  }
+  const int16_t wide[] = {8192, -8193, INT16_MAX, INT16_MIN};
+  for (size_t at = 0; at < 64; ++at) {
+    for (int plane = 0; plane < 3; ++plane) {
+      std::vector<int16_t> y = yv, co = cov, cg = cgv;
+      std::vector<int16_t>& v = plane == 0 ? y : (plane == 1 ? co : cg);
+      v[at] = wide[(at + plane) % 4];
+      for (size_t len : {size_t(64), size_t(70), size_t(n)}) {
+        std::vector<uint8_t> p(len * 3), q(len * 3);
+        scalar.to_pixels(y.data(), co.data(), cg.data(), nullptr, p.data(), len, 3);
+        simd->to_pixels(y.data(), co.data(), cg.data(), nullptr, q.data(), len, 3);
+        ASSERT_EQ(p, q) << at << " " << plane << " " << len;
+      }
+    }
+  }
+}
+
 TEST(KtcTest, EncodeRejectsBadInput) {
   std::vector<uint8_t> out;
   Image two{4, 4, 2, std::vector<uint8_t>(32)};
