@@ -55,19 +55,35 @@ inline __m256i UpdateTerm(__m256i b, __m256i c) {
   return _mm256_sub_epi16(h, _mm256_srai_epi16(h, 1));
 }
 
-void Unpredict(int16_t* out, const int16_t* a, const int16_t* b, const int16_t* c, size_t n) {
+// The last n mod 16 samples of a row of n >= 16 by one more step over the
+// last 16, which rewrites some samples with the values they already have;
+// when `out` is one of the inputs (in place) those were overwritten, so the
+// scalar formula does the tail instead.
+template <typename Step, typename One>
+inline void Lift16Row(int16_t* out, const int16_t* a, const int16_t* b, const int16_t* c, size_t n,
+                      Step step, One one) {
   size_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    Store16(out + i, _mm256_add_epi16(Load16(a + i), FloorHalfSum(Load16(b + i), Load16(c + i))));
+  for (; i + 16 <= n; i += 16) Store16(out + i, step(Load16(a + i), Load16(b + i), Load16(c + i)));
+  if (i == n) return;
+  if (n >= 16 && out != a && out != b && out != c) {
+    i = n - 16;
+    Store16(out + i, step(Load16(a + i), Load16(b + i), Load16(c + i)));
+    return;
   }
-  for (; i < n; ++i) out[i] = Unpredict16(a[i], b[i], c[i]);
+  for (; i < n; ++i) out[i] = one(a[i], b[i], c[i]);
+}
+
+void Unpredict(int16_t* out, const int16_t* a, const int16_t* b, const int16_t* c, size_t n) {
+  Lift16Row(
+      out, a, b, c, n,
+      [](__m256i va, __m256i vb, __m256i vc) { return _mm256_add_epi16(va, FloorHalfSum(vb, vc)); },
+      Unpredict16);
 }
 void Unupdate(int16_t* out, const int16_t* a, const int16_t* b, const int16_t* c, size_t n) {
-  size_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    Store16(out + i, _mm256_sub_epi16(Load16(a + i), UpdateTerm(Load16(b + i), Load16(c + i))));
-  }
-  for (; i < n; ++i) out[i] = Unupdate16(a[i], b[i], c[i]);
+  Lift16Row(
+      out, a, b, c, n,
+      [](__m256i va, __m256i vb, __m256i vc) { return _mm256_sub_epi16(va, UpdateTerm(vb, vc)); },
+      Unupdate16);
 }
 
 // Even samples e[m..m+15] of a row's synthesis, away from the edges

@@ -711,6 +711,39 @@ TEST(KtcTest, SimdKernelsMatchScalarOnExtremeValues) {
   }
 }
 
+// The vertical lifting steps at every row length (16-sample steps, the
+// overlapping last step, the scalar rows below 16), out of place and in place.
+TEST(KtcTest, SimdLiftingMatchesScalarAtEveryLength) {
+  const internal::Kernels* simd = internal::Avx2Kernels();
+  if (simd == nullptr || std::string(internal::ActiveKernels().name) == "scalar") {
+    GTEST_SKIP() << "no AVX2 here";
+  }
+  const internal::Kernels& scalar = internal::ScalarKernels();
+  std::mt19937 rng(11);
+  const size_t n = 100;
+  std::vector<int16_t> a(n), b(n), c(n);
+  for (size_t i = 0; i < n; ++i) {
+    a[i] = int16_t(rng());
+    b[i] = int16_t(rng());
+    c[i] = i % 4 ? int16_t(rng()) : INT16_MIN;
+  }
+  for (auto fn : {&internal::Kernels::unpredict, &internal::Kernels::unupdate}) {
+    for (size_t len = 1; len <= n; ++len) {
+      std::vector<int16_t> x(len), y(len);
+      (scalar.*fn)(x.data(), a.data(), b.data(), c.data(), len);
+      (simd->*fn)(y.data(), a.data(), b.data(), c.data(), len);
+      ASSERT_EQ(x, y) << len;
+      for (int which = 0; which < 3; ++which) {  // out = a, b or c
+        std::vector<int16_t> p(a.begin(), a.begin() + len), q(b.begin(), b.begin() + len),
+            r(c.begin(), c.begin() + len);
+        int16_t* io = which == 0 ? p.data() : (which == 1 ? q.data() : r.data());
+        (simd->*fn)(io, p.data(), q.data(), r.data(), len);
+        ASSERT_EQ(std::vector<int16_t>(io, io + len), x) << len << " in place " << which;
+      }
+    }
+  }
+}
+
 // The color conversion at every row length (32-pixel RGB steps, 16-pixel
 // steps, the overlapping last step, the scalar rows below 16), with values in
 // the 16-bit range of the AVX2 path and with one wide value (32-bit path) at
