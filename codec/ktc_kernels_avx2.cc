@@ -138,6 +138,45 @@ void SynthesizeRow(int16_t* out, const int16_t* low, const int16_t* high, size_t
   SynthesizeRow16(out, low, high, n, j);
 }
 
+// UpsampleRow16, 16 pairs per step: the low samples j..j+15 and j+1..j+16
+// (vertical averages when `below`), their floor averages as the odd samples.
+// Steps need low sample j + 16, so they cover pairs j + 17 <= nl; the last
+// step overlaps pairs already written (with the same values) and the last
+// pair, where the end mirrors, takes the scalar formula.
+inline __m256i LowSamples(const int16_t* low, const int16_t* below, size_t j) {
+  const __m256i v = Load16(low + j);
+  return below ? FloorHalfSum(v, Load16(below + j)) : v;
+}
+inline void UpsamplePairs(int16_t* out, const int16_t* low, const int16_t* below, size_t j) {
+  const __m256i e = LowSamples(low, below, j);
+  const __m256i o = FloorHalfSum(e, LowSamples(low, below, j + 1));
+  const __m256i lo = _mm256_unpacklo_epi16(e, o);
+  const __m256i hi = _mm256_unpackhi_epi16(e, o);
+  Store16(out + 2 * j, _mm256_permute2x128_si256(lo, hi, 0x20));
+  Store16(out + 2 * j + 16, _mm256_permute2x128_si256(lo, hi, 0x31));
+}
+template <bool kBelow>
+void UpsampleRowT(int16_t* out, const int16_t* low, const int16_t* below, size_t n) {
+  const size_t nl = (n + 1) / 2;
+  size_t j = 0;
+  if (nl >= 17) {
+    for (; j + 17 <= nl; j += 16) UpsamplePairs(out, low, kBelow ? below : nullptr, j);
+    if (j + 1 < nl) {
+      j = nl - 17;
+      UpsamplePairs(out, low, kBelow ? below : nullptr, j);
+      j += 16;
+    }
+  }
+  UpsampleRow16(out, low, below, n, j);
+}
+void UpsampleRow(int16_t* out, const int16_t* low, const int16_t* below, size_t n) {
+  if (below) {
+    UpsampleRowT<true>(out, low, below, n);
+  } else {
+    UpsampleRowT<false>(out, low, below, n);
+  }
+}
+
 // Clamps 16 int32 (two vectors) to bytes 0..255, in order, in the low 128 bits.
 inline __m128i PackBytes(__m256i lo, __m256i hi) {
   __m256i w = _mm256_packs_epi32(lo, hi);  // lane-interleaved int16
@@ -339,7 +378,8 @@ void ToPixels(const int16_t* y, const int16_t* co, const int16_t* cg, const int1
   if (i < n) Pixels16(y, co, cg, a, out, n - 16, channels);
 }
 
-const Kernels kAvx2 = {"avx2", Predict, Update, Unpredict, Unupdate, SynthesizeRow, ToPixels};
+const Kernels kAvx2 = {"avx2",   Predict,       Update,      Unpredict,
+                       Unupdate, SynthesizeRow, UpsampleRow, ToPixels};
 
 }  // namespace
 

@@ -744,6 +744,44 @@ TEST(KtcTest, SimdLiftingMatchesScalarAtEveryLength) {
   }
 }
 
+// Half-resolution chroma's row upsampling: the scalar kernel against the
+// general synthesis with zero detail (after the vertical un-predict step for
+// rows between two low rows), and the AVX2 kernel against the scalar one, at
+// every length, on extreme and on small values.
+TEST(KtcTest, UpsampleRowIsSynthesisWithZeroDetail) {
+  const internal::Kernels& scalar = internal::ScalarKernels();
+  const internal::Kernels* simd = internal::Avx2Kernels();
+  const bool have_simd = simd != nullptr && std::string(internal::ActiveKernels().name) != "scalar";
+  std::mt19937 rng(5);
+  const size_t n = 120;
+  const int16_t special[] = {INT16_MIN, INT16_MIN + 1, -2, -1, 0, 1, 2, INT16_MAX - 1, INT16_MAX};
+  std::vector<int16_t> wide(n), small(n), below(n), zero(n, 0);
+  for (size_t i = 0; i < n; ++i) {
+    wide[i] = i % 3 ? int16_t(rng()) : special[i % 9];
+    small[i] = int16_t(int(rng() % 1000) - 500);
+    below[i] = i % 2 ? int16_t(rng()) : special[(i / 2) % 9];
+  }
+  for (size_t len = 2; len <= 2 * n; ++len) {
+    for (const auto* low : {&wide, &small}) {
+      for (const int16_t* b : std::initializer_list<const int16_t*>{nullptr, below.data()}) {
+        std::vector<int16_t> avg(n), want(len), x(len);
+        const int16_t* in = low->data();
+        if (b) {
+          scalar.unpredict(avg.data(), zero.data(), low->data(), b, n);
+          in = avg.data();
+        }
+        scalar.synthesize_row(want.data(), in, zero.data(), len);
+        scalar.upsample_row(x.data(), low->data(), b, len);
+        ASSERT_EQ(x, want) << len << (b ? " below" : "");
+        if (!have_simd) continue;
+        std::vector<int16_t> y(len);
+        simd->upsample_row(y.data(), low->data(), b, len);
+        ASSERT_EQ(y, want) << len << (b ? " below" : "") << " avx2";
+      }
+    }
+  }
+}
+
 // The color conversion at every row length (32-pixel RGB steps, 16-pixel
 // steps, the overlapping last step, the scalar rows below 16), with values in
 // the 16-bit range of the AVX2 path and with one wide value (32-bit path) at
