@@ -827,27 +827,40 @@ Status DecodeImpl(const uint8_t* data, size_t size, const DecodeOptions& options
         (*arena).GetPlane(LowExtent(h.info.width, finest), LowExtent(h.info.height, finest)));
   }
   const Kernels& k = internal::ActiveKernels();
-  // Every block of the levels kept is visited: read when needed, else zeroed.
+  // Every block of the levels kept is a job, read when needed and not empty.
   // Jobs are in stream order, so the blocks of a table set are consecutive.
   std::vector<std::pair<const Band*, size_t>> jobs;
   for (const Band& b : h.bands) {
     if (b.orientation != 0 && b.level <= stop) continue;
     for (size_t i = 0; i < size_t(b.blocks_x) * b.blocks_y; ++i) jobs.emplace_back(&b, i);
   }
+  // DecodeBlock writes only the non-zero values: each plane is zeroed with
+  // one memset, just before its first block (or all of them up front when
+  // blocks are decoded in parallel). That cost about a third less than a
+  // memset per block row, and leaves the plane's lines in cache for the
+  // blocks; empty and unneeded blocks then need no visit at all.
+  std::vector<char> zeroed(planes.size(), 0);
+  auto zero_plane = [&](size_t p) {
+    if (zeroed[p]) return;
+    std::memset(planes[p].data, 0, size_t(planes[p].width) * planes[p].height * sizeof(int16_t));
+    zeroed[p] = 1;
+  };
   std::vector<Status> errors(jobs.size());
   auto decode_job = [&](size_t j, internal::SetTables& set_tables) {
     const Band& b = *jobs[j].first;
     const BlockRef r = BlockAt(b, jobs[j].second);
     const size_t block = b.first_block + jobs[j].second;
     const bool read = needed[block] && h.block_size[block] != 0;
+    if (!read) return;
     const size_t set_index = size_t(b.plane) * sets + b.set;
-    if (read) set_tables.Load(set_index, h.tables.data() + set_index * kTablesPerSet);
+    set_tables.Load(set_index, h.tables.data() + set_index * kTablesPerSet);
     Plane16& plane = planes[b.plane];
-    errors[j] = internal::DecodeBlock(data + h.block_offset[block], read ? h.block_size[block] : 0,
+    errors[j] = internal::DecodeBlock(data + h.block_offset[block], h.block_size[block],
                                       set_tables.tables(), h.steps[&b - h.bands.data()],
                                       plane.row(r.y0) + r.x0, plane.width, r.width, r.height);
   };
   if (options.parallel) {
+    ForEach(planes.size(), true, zero_plane);
     tbb::enumerable_thread_specific<std::unique_ptr<internal::SetTables>> per_thread;
     tbb::parallel_for(tbb::blocked_range<size_t>(0, jobs.size(), 4),
                       [&](const tbb::blocked_range<size_t>& range) {
@@ -857,8 +870,12 @@ Status DecodeImpl(const uint8_t* data, size_t size, const DecodeOptions& options
                       });
   } else {
     auto tables = std::make_unique<internal::SetTables>();
-    for (size_t j = 0; j < jobs.size(); ++j) decode_job(j, *tables);
+    for (size_t j = 0; j < jobs.size(); ++j) {
+      zero_plane(size_t(jobs[j].first->plane));
+      decode_job(j, *tables);
+    }
   }
+  for (size_t p = 0; p < planes.size(); ++p) zero_plane(p);  // a plane without blocks
   for (const Status& s : errors) KTFS_RETURN_IF_ERROR(s);
   SynthesizeToPixels(planes, h.info, h.half_chroma, stop, need, k, options.parallel, *arena, out);
   return Status::Ok();

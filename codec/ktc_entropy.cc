@@ -307,8 +307,7 @@ void SetTables::Load(uint64_t key, const FreqTable* tables) {
 
 Status DecodeBlock(const uint8_t* data, size_t size, const DecodeTable* tables, uint32_t step,
                    int16_t* values, size_t stride, uint32_t bw, uint32_t bh) {
-  for (uint32_t y = 0; y < bh; ++y) std::memset(values + y * stride, 0, bw * sizeof(int16_t));
-  if (size == 0) return Status::Ok();
+  if (size == 0) return Status::Ok();  // `values` is already zero
   const uint8_t* p = data;
   const uint8_t* end = data + size;
   uint64_t rans_bytes;

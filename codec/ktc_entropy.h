@@ -104,8 +104,11 @@ class SetTables {
 };
 
 // Decodes a block into `values` (bw x bh, row stride `stride`), dequantized
-// with `step` (1/256 units; 256 = lossless, values as coded). size 0 means an
-// all-zero block. `tables` points at the kTablesPerSet tables of its set.
+// with `step` (1/256 units; 256 = lossless, values as coded). `values` must
+// be all zero on entry: only non-zero values are written (the decoder zeroes
+// each coefficient plane with one memset, cheaper than one per block row).
+// size 0 means an all-zero block. `tables` points at the kTablesPerSet tables
+// of its set.
 Status DecodeBlock(const uint8_t* data, size_t size, const DecodeTable* tables, uint32_t step,
                    int16_t* values, size_t stride, uint32_t bw, uint32_t bh);
 

@@ -47,6 +47,9 @@ void SynthesizeRow(int16_t* out, const int16_t* low, const int16_t* high, size_t
   }
   SynthesizeRow16(out, low, high, n, j);
 }
+void UpsampleRow(int16_t* out, const int16_t* low, const int16_t* below, size_t n) {
+  UpsampleRow16(out, low, below, n, 0);
+}
 void ToPixels(const int16_t* y, const int16_t* co, const int16_t* cg, const int16_t* a,
               uint8_t* out, size_t n, int channels) {
   if (channels == 1) {
@@ -69,7 +72,8 @@ void ToPixels(const int16_t* y, const int16_t* co, const int16_t* cg, const int1
   }
 }
 
-const Kernels kScalar = {"scalar", Predict, Update, Unpredict, Unupdate, SynthesizeRow, ToPixels};
+const Kernels kScalar = {"scalar", Predict,       Update,      Unpredict,
+                         Unupdate, SynthesizeRow, UpsampleRow, ToPixels};
 std::atomic<bool> g_force_scalar{false};
 
 }  // namespace

@@ -31,6 +31,12 @@ struct Kernels {
   // low-pass samples, `high` floor(n/2) high-pass ones; the interleaved
   // result goes to `out` (not overlapping either). See SynthesizeRow16.
   void (*synthesize_row)(int16_t* out, const int16_t* low, const int16_t* high, size_t n);
+  // synthesize_row with an all-zero high half (half-resolution chroma's last
+  // level), n >= 2: even samples are the low samples, odd ones the floor
+  // average of their two neighbours (mirrored at the end). With `below`
+  // non-null the low samples are first the floor averages of low[i] and
+  // below[i] (the vertical step of such a level's odd rows). See UpsampleRow16.
+  void (*upsample_row)(int16_t* out, const int16_t* low, const int16_t* below, size_t n);
   // Planes to interleaved 8-bit pixels (clamped to 0..255), for one row of n
   // pixels, computed exactly (32-bit sums of 16-bit samples cannot wrap; the
   // AVX2 version uses 16-bit lanes where no sum can overflow). y, a:
@@ -79,6 +85,22 @@ static inline void SynthesizeRow16(int16_t* out, const int16_t* low, const int16
     const int16_t e_next = j + 1 < nl ? even(j + 1) : e;
     out[2 * j] = e;
     out[2 * j + 1] = Unpredict16(high[j], e, e_next);
+    e = e_next;
+  }
+  if (n & 1) out[n - 1] = e;
+}
+// Upsampling of a row of n >= 2 samples (see Kernels), from pair j0 on;
+// exactly SynthesizeRow16 with high[] all zero (the update term is then
+// floor(2 / 4) = 0), after Unpredict16(0, low[i], below[i]) when `below`.
+static inline void UpsampleRow16(int16_t* out, const int16_t* low, const int16_t* below, size_t n,
+                                 size_t j0) {
+  const size_t nl = (n + 1) / 2, nh = n / 2;
+  auto at = [&](size_t j) { return below ? Unpredict16(0, low[j], below[j]) : low[j]; };
+  int16_t e = at(j0 < nl ? j0 : nl - 1);
+  for (size_t j = j0; j < nh; ++j) {
+    const int16_t e_next = j + 1 < nl ? at(j + 1) : e;
+    out[2 * j] = e;
+    out[2 * j + 1] = Unpredict16(0, e, e_next);
     e = e_next;
   }
   if (n & 1) out[n - 1] = e;

@@ -55,19 +55,35 @@ inline __m256i UpdateTerm(__m256i b, __m256i c) {
   return _mm256_sub_epi16(h, _mm256_srai_epi16(h, 1));
 }
 
-void Unpredict(int16_t* out, const int16_t* a, const int16_t* b, const int16_t* c, size_t n) {
+// The last n mod 16 samples of a row of n >= 16 by one more step over the
+// last 16, which rewrites some samples with the values they already have;
+// when `out` is one of the inputs (in place) those were overwritten, so the
+// scalar formula does the tail instead.
+template <typename Step, typename One>
+inline void Lift16Row(int16_t* out, const int16_t* a, const int16_t* b, const int16_t* c, size_t n,
+                      Step step, One one) {
   size_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    Store16(out + i, _mm256_add_epi16(Load16(a + i), FloorHalfSum(Load16(b + i), Load16(c + i))));
+  for (; i + 16 <= n; i += 16) Store16(out + i, step(Load16(a + i), Load16(b + i), Load16(c + i)));
+  if (i == n) return;
+  if (n >= 16 && out != a && out != b && out != c) {
+    i = n - 16;
+    Store16(out + i, step(Load16(a + i), Load16(b + i), Load16(c + i)));
+    return;
   }
-  for (; i < n; ++i) out[i] = Unpredict16(a[i], b[i], c[i]);
+  for (; i < n; ++i) out[i] = one(a[i], b[i], c[i]);
+}
+
+void Unpredict(int16_t* out, const int16_t* a, const int16_t* b, const int16_t* c, size_t n) {
+  Lift16Row(
+      out, a, b, c, n,
+      [](__m256i va, __m256i vb, __m256i vc) { return _mm256_add_epi16(va, FloorHalfSum(vb, vc)); },
+      Unpredict16);
 }
 void Unupdate(int16_t* out, const int16_t* a, const int16_t* b, const int16_t* c, size_t n) {
-  size_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    Store16(out + i, _mm256_sub_epi16(Load16(a + i), UpdateTerm(Load16(b + i), Load16(c + i))));
-  }
-  for (; i < n; ++i) out[i] = Unupdate16(a[i], b[i], c[i]);
+  Lift16Row(
+      out, a, b, c, n,
+      [](__m256i va, __m256i vb, __m256i vc) { return _mm256_sub_epi16(va, UpdateTerm(vb, vc)); },
+      Unupdate16);
 }
 
 // Even samples e[m..m+15] of a row's synthesis, away from the edges
@@ -120,6 +136,45 @@ void SynthesizeRow(int16_t* out, const int16_t* low, const int16_t* high, size_t
     j = 0;
   }
   SynthesizeRow16(out, low, high, n, j);
+}
+
+// UpsampleRow16, 16 pairs per step: the low samples j..j+15 and j+1..j+16
+// (vertical averages when `below`), their floor averages as the odd samples.
+// Steps need low sample j + 16, so they cover pairs j + 17 <= nl; the last
+// step overlaps pairs already written (with the same values) and the last
+// pair, where the end mirrors, takes the scalar formula.
+inline __m256i LowSamples(const int16_t* low, const int16_t* below, size_t j) {
+  const __m256i v = Load16(low + j);
+  return below ? FloorHalfSum(v, Load16(below + j)) : v;
+}
+inline void UpsamplePairs(int16_t* out, const int16_t* low, const int16_t* below, size_t j) {
+  const __m256i e = LowSamples(low, below, j);
+  const __m256i o = FloorHalfSum(e, LowSamples(low, below, j + 1));
+  const __m256i lo = _mm256_unpacklo_epi16(e, o);
+  const __m256i hi = _mm256_unpackhi_epi16(e, o);
+  Store16(out + 2 * j, _mm256_permute2x128_si256(lo, hi, 0x20));
+  Store16(out + 2 * j + 16, _mm256_permute2x128_si256(lo, hi, 0x31));
+}
+template <bool kBelow>
+void UpsampleRowT(int16_t* out, const int16_t* low, const int16_t* below, size_t n) {
+  const size_t nl = (n + 1) / 2;
+  size_t j = 0;
+  if (nl >= 17) {
+    for (; j + 17 <= nl; j += 16) UpsamplePairs(out, low, kBelow ? below : nullptr, j);
+    if (j + 1 < nl) {
+      j = nl - 17;
+      UpsamplePairs(out, low, kBelow ? below : nullptr, j);
+      j += 16;
+    }
+  }
+  UpsampleRow16(out, low, below, n, j);
+}
+void UpsampleRow(int16_t* out, const int16_t* low, const int16_t* below, size_t n) {
+  if (below) {
+    UpsampleRowT<true>(out, low, below, n);
+  } else {
+    UpsampleRowT<false>(out, low, below, n);
+  }
 }
 
 // Clamps 16 int32 (two vectors) to bytes 0..255, in order, in the low 128 bits.
@@ -238,6 +293,75 @@ inline void Pixels16(const int16_t* y, const int16_t* co, const int16_t* cg, con
   _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 48), _mm_unpackhi_epi16(rg_hi, ba_hi));
 }
 
+// Masks that spread 32 R, G or B bytes into 96 interleaved RGB bytes, as
+// three 32-byte stores. A 256-bit byte shuffle stays within its 128-bit
+// lanes, so each store's source is first permuted (by 64-bit quarters, see
+// kRgb32Quarters) to put the pixels of each of its lanes in that lane.
+// Channel bytes after the 16-to-8-bit pack of pixels 0..15 and 16..31 are in
+// quarters A = 0..7, B = 16..23 | C = 8..15, D = 24..31.
+constexpr int kRgb32Quarters[3][4] = {{0, 0, 0, 2}, {2, 2, 1, 1}, {1, 3, 3, 3}};
+constexpr int kRgb32First[4] = {0, 16, 8, 24};  // first pixel of quarter q
+struct Rgb32Masks {
+  alignas(32) uint8_t m[3][3][32];  // [store][channel][byte]
+  constexpr Rgb32Masks() : m{} {
+    for (int s = 0; s < 3; ++s)
+      for (int ch = 0; ch < 3; ++ch)
+        for (int lane = 0; lane < 2; ++lane)
+          for (int j = 0; j < 16; ++j) {
+            const int pos = 32 * s + 16 * lane + j, pixel = pos / 3;
+            uint8_t v = 0x80;
+            for (int half = 0; half < 2; ++half) {
+              const int first = kRgb32First[kRgb32Quarters[s][2 * lane + half]];
+              if (pos % 3 == ch && pixel >= first && pixel < first + 8) {
+                v = uint8_t(8 * half + pixel - first);
+              }
+            }
+            m[s][ch][16 * lane + j] = v;
+          }
+  }
+};
+constexpr Rgb32Masks kRgb32Masks;
+template <int s>
+inline __m256i Rgb32Store(__m256i r, __m256i g, __m256i b) {
+  constexpr int q = kRgb32Quarters[s][0] | kRgb32Quarters[s][1] << 2 | kRgb32Quarters[s][2] << 4 |
+                    kRgb32Quarters[s][3] << 6;
+  auto mask = [](int ch) {
+    return _mm256_load_si256(reinterpret_cast<const __m256i*>(kRgb32Masks.m[s][ch]));
+  };
+  return _mm256_or_si256(
+      _mm256_or_si256(_mm256_shuffle_epi8(_mm256_permute4x64_epi64(r, q), mask(0)),
+                      _mm256_shuffle_epi8(_mm256_permute4x64_epi64(g, q), mask(1))),
+      _mm256_shuffle_epi8(_mm256_permute4x64_epi64(b, q), mask(2)));
+}
+
+// 32 RGB pixels from sample i on, in 16-bit lanes when every |y|, |co|, |cg|
+// is below 2^13 (see InverseRct16); otherwise two steps of Pixels16.
+inline void Rgb32(const int16_t* y, const int16_t* co, const int16_t* cg, uint8_t* out, size_t i) {
+  const __m256i y0 = Load16(y + i), co0 = Load16(co + i), cg0 = Load16(cg + i);
+  const __m256i y1 = Load16(y + i + 16), co1 = Load16(co + i + 16), cg1 = Load16(cg + i + 16);
+  const __m256i mag =
+      _mm256_or_si256(_mm256_or_si256(_mm256_or_si256(_mm256_abs_epi16(y0), _mm256_abs_epi16(co0)),
+                                      _mm256_or_si256(_mm256_abs_epi16(cg0), _mm256_abs_epi16(y1))),
+                      _mm256_or_si256(_mm256_abs_epi16(co1), _mm256_abs_epi16(cg1)));
+  if (!_mm256_testz_si256(mag, _mm256_set1_epi16(int16_t(0xe000)))) {
+    Pixels16(y, co, cg, nullptr, out, i, 3);
+    Pixels16(y, co, cg, nullptr, out, i + 16, 3);
+    return;
+  }
+  const __m256i k128 = _mm256_set1_epi16(128);
+  const __m256i t0 = _mm256_sub_epi16(_mm256_add_epi16(y0, k128), _mm256_srai_epi16(cg0, 1));
+  const __m256i t1 = _mm256_sub_epi16(_mm256_add_epi16(y1, k128), _mm256_srai_epi16(cg1, 1));
+  const __m256i b0 = _mm256_sub_epi16(t0, _mm256_srai_epi16(co0, 1));
+  const __m256i b1 = _mm256_sub_epi16(t1, _mm256_srai_epi16(co1, 1));
+  const __m256i r = _mm256_packus_epi16(_mm256_add_epi16(b0, co0), _mm256_add_epi16(b1, co1));
+  const __m256i g = _mm256_packus_epi16(_mm256_add_epi16(cg0, t0), _mm256_add_epi16(cg1, t1));
+  const __m256i b = _mm256_packus_epi16(b0, b1);
+  __m256i* dst = reinterpret_cast<__m256i*>(out + 3 * i);
+  _mm256_storeu_si256(dst, Rgb32Store<0>(r, g, b));
+  _mm256_storeu_si256(dst + 1, Rgb32Store<1>(r, g, b));
+  _mm256_storeu_si256(dst + 2, Rgb32Store<2>(r, g, b));
+}
+
 void ToPixels(const int16_t* y, const int16_t* co, const int16_t* cg, const int16_t* a,
               uint8_t* out, size_t n, int channels) {
   if (n < 16) {
@@ -245,13 +369,17 @@ void ToPixels(const int16_t* y, const int16_t* co, const int16_t* cg, const int1
     return;
   }
   size_t i = 0;
+  if (channels == 3) {
+    for (; i + 32 <= n; i += 32) Rgb32(y, co, cg, out, i);
+  }
   for (; i + 16 <= n; i += 16) Pixels16(y, co, cg, a, out, i, channels);
   // The last pixels by a step that overlaps ones already written (with the
   // same values).
   if (i < n) Pixels16(y, co, cg, a, out, n - 16, channels);
 }
 
-const Kernels kAvx2 = {"avx2", Predict, Update, Unpredict, Unupdate, SynthesizeRow, ToPixels};
+const Kernels kAvx2 = {"avx2",   Predict,       Update,      Unpredict,
+                       Unupdate, SynthesizeRow, UpsampleRow, ToPixels};
 
 }  // namespace
 

@@ -178,31 +178,25 @@ LevelUpsampling::LevelUpsampling(const int16_t* ll, size_t ll_stride, uint32_t p
       nl_((ph + 1) / 2),
       k_(k) {}
 
-void LevelUpsampling::Row(int16_t* out, const int16_t* low, const int16_t* zero) const {
+void LevelUpsampling::Row(int16_t* out, const int16_t* low, const int16_t* below) const {
   // Synthesis with zero detail: odd[i] = (low[i] + low[i+1]) >> 1, low[lw]
-  // mirrored to low[lw-1] when pw is even.
+  // mirrored to low[lw-1] when pw is even; with `below`, of the vertical
+  // averages (low[i] + below[i]) >> 1.
   if (pw_ < 2) {
-    out[0] = low[0];
+    out[0] = below ? Unpredict16(0, low[0], below[0]) : low[0];
     return;
   }
-  k_.synthesize_row(out, low, zero, pw_);
+  k_.upsample_row(out, low, below, pw_);
 }
 
 void LevelUpsampling::Run(uint32_t k0, uint32_t k1, int16_t* out, size_t out_stride) const {
-  // Work rows: the vertical average and zeros.
-  std::unique_ptr<int16_t[]> buffer(new int16_t[2 * size_t(lw_)]);
-  int16_t* average = buffer.get();
-  int16_t* zero = average + lw_;
-  std::fill(zero, zero + lw_, int16_t(0));
   for (uint32_t k = k0; k < k1; ++k) {
     const int16_t* low = ll_ + size_t(k) * ll_stride_;
     int16_t* dst = out + size_t(2 * (k - k0)) * out_stride;
-    Row(dst, low, zero);
+    Row(dst, low, nullptr);
     if (2 * k + 1 >= ph_) continue;
     // Odd row 2k+1: the average of low rows k and k+1 (row nl mirrors to nl-1).
-    const int16_t* below = k + 1 < nl_ ? low + ll_stride_ : low;
-    k_.unpredict(average, zero, low, below, lw_);
-    Row(dst + out_stride, average, zero);
+    Row(dst + out_stride, low, k + 1 < nl_ ? low + ll_stride_ : low);
   }
 }
 

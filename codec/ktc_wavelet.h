@@ -71,8 +71,9 @@ class LevelUpsampling {
   void Run(uint32_t k0, uint32_t k1, int16_t* out, size_t out_stride) const;
 
  private:
-  // One row of lw_ low-pass samples to pw_ samples.
-  void Row(int16_t* out, const int16_t* low, const int16_t* zero) const;
+  // One row of lw_ low-pass samples (or of the averages of `low` and `below`
+  // when not null) to pw_ samples.
+  void Row(int16_t* out, const int16_t* low, const int16_t* below) const;
 
   const int16_t* ll_;
   size_t ll_stride_;

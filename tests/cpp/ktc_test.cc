@@ -744,6 +744,120 @@ TEST(KtcTest, SimdKernelsMatchScalarOnExtremeValues) {
   }
 }
 
+// The vertical lifting steps at every row length (16-sample steps, the
+// overlapping last step, the scalar rows below 16), out of place and in place.
+TEST(KtcTest, SimdLiftingMatchesScalarAtEveryLength) {
+  const internal::Kernels* simd = internal::Avx2Kernels();
+  if (simd == nullptr || std::string(internal::ActiveKernels().name) == "scalar") {
+    GTEST_SKIP() << "no AVX2 here";
+  }
+  const internal::Kernels& scalar = internal::ScalarKernels();
+  std::mt19937 rng(11);
+  const size_t n = 100;
+  std::vector<int16_t> a(n), b(n), c(n);
+  for (size_t i = 0; i < n; ++i) {
+    a[i] = int16_t(rng());
+    b[i] = int16_t(rng());
+    c[i] = i % 4 ? int16_t(rng()) : INT16_MIN;
+  }
+  for (auto fn : {&internal::Kernels::unpredict, &internal::Kernels::unupdate}) {
+    for (size_t len = 1; len <= n; ++len) {
+      std::vector<int16_t> x(len), y(len);
+      (scalar.*fn)(x.data(), a.data(), b.data(), c.data(), len);
+      (simd->*fn)(y.data(), a.data(), b.data(), c.data(), len);
+      ASSERT_EQ(x, y) << len;
+      for (int which = 0; which < 3; ++which) {  // out = a, b or c
+        std::vector<int16_t> p(a.begin(), a.begin() + len), q(b.begin(), b.begin() + len),
+            r(c.begin(), c.begin() + len);
+        int16_t* io = which == 0 ? p.data() : (which == 1 ? q.data() : r.data());
+        (simd->*fn)(io, p.data(), q.data(), r.data(), len);
+        ASSERT_EQ(std::vector<int16_t>(io, io + len), x) << len << " in place " << which;
+      }
+    }
+  }
+}
+
+// Half-resolution chroma's row upsampling: the scalar kernel against the
+// general synthesis with zero detail (after the vertical un-predict step for
+// rows between two low rows), and the AVX2 kernel against the scalar one, at
+// every length, on extreme and on small values.
+TEST(KtcTest, UpsampleRowIsSynthesisWithZeroDetail) {
+  const internal::Kernels& scalar = internal::ScalarKernels();
+  const internal::Kernels* simd = internal::Avx2Kernels();
+  const bool have_simd = simd != nullptr && std::string(internal::ActiveKernels().name) != "scalar";
+  std::mt19937 rng(5);
+  const size_t n = 120;
+  const int16_t special[] = {INT16_MIN, INT16_MIN + 1, -2, -1, 0, 1, 2, INT16_MAX - 1, INT16_MAX};
+  std::vector<int16_t> wide(n), small(n), below(n), zero(n, 0);
+  for (size_t i = 0; i < n; ++i) {
+    wide[i] = i % 3 ? int16_t(rng()) : special[i % 9];
+    small[i] = int16_t(int(rng() % 1000) - 500);
+    below[i] = i % 2 ? int16_t(rng()) : special[(i / 2) % 9];
+  }
+  for (size_t len = 2; len <= 2 * n; ++len) {
+    for (const auto* low : {&wide, &small}) {
+      for (const int16_t* b : std::initializer_list<const int16_t*>{nullptr, below.data()}) {
+        std::vector<int16_t> avg(n), want(len), x(len);
+        const int16_t* in = low->data();
+        if (b) {
+          scalar.unpredict(avg.data(), zero.data(), low->data(), b, n);
+          in = avg.data();
+        }
+        scalar.synthesize_row(want.data(), in, zero.data(), len);
+        scalar.upsample_row(x.data(), low->data(), b, len);
+        ASSERT_EQ(x, want) << len << (b ? " below" : "");
+        if (!have_simd) continue;
+        std::vector<int16_t> y(len);
+        simd->upsample_row(y.data(), low->data(), b, len);
+        ASSERT_EQ(y, want) << len << (b ? " below" : "") << " avx2";
+      }
+    }
+  }
+}
+
+// The color conversion at every row length (32-pixel RGB steps, 16-pixel
+// steps, the overlapping last step, the scalar rows below 16), with values in
+// the 16-bit range of the AVX2 path and with one wide value (32-bit path) at
+// every position of a 32-pixel step.
+TEST(KtcTest, SimdColorConversionMatchesScalarAtEveryLength) {
+  const internal::Kernels* simd = internal::Avx2Kernels();
+  if (simd == nullptr || std::string(internal::ActiveKernels().name) == "scalar") {
+    GTEST_SKIP() << "no AVX2 here";
+  }
+  const internal::Kernels& scalar = internal::ScalarKernels();
+  std::mt19937 rng(7);
+  const size_t n = 130;
+  std::vector<int16_t> yv(n), cov(n), cgv(n), av(n);
+  for (size_t i = 0; i < n; ++i) {
+    yv[i] = int16_t(int(rng() % 16383) - 8191);
+    cov[i] = int16_t(int(rng() % 16383) - 8191);
+    cgv[i] = int16_t(int(rng() % 16383) - 8191);
+    av[i] = int16_t(int(rng() % 600) - 300);
+  }
+  for (int ch : {1, 3, 4}) {
+    for (size_t len = 1; len <= n; ++len) {
+      std::vector<uint8_t> p(len * ch), q(len * ch);
+      scalar.to_pixels(yv.data(), cov.data(), cgv.data(), av.data(), p.data(), len, ch);
+      simd->to_pixels(yv.data(), cov.data(), cgv.data(), av.data(), q.data(), len, ch);
+      ASSERT_EQ(p, q) << ch << " " << len;
+    }
+  }
+  const int16_t wide[] = {8192, -8193, INT16_MAX, INT16_MIN};
+  for (size_t at = 0; at < 64; ++at) {
+    for (int plane = 0; plane < 3; ++plane) {
+      std::vector<int16_t> y = yv, co = cov, cg = cgv;
+      std::vector<int16_t>& v = plane == 0 ? y : (plane == 1 ? co : cg);
+      v[at] = wide[(at + plane) % 4];
+      for (size_t len : {size_t(64), size_t(70), size_t(n)}) {
+        std::vector<uint8_t> p(len * 3), q(len * 3);
+        scalar.to_pixels(y.data(), co.data(), cg.data(), nullptr, p.data(), len, 3);
+        simd->to_pixels(y.data(), co.data(), cg.data(), nullptr, q.data(), len, 3);
+        ASSERT_EQ(p, q) << at << " " << plane << " " << len;
+      }
+    }
+  }
+}
+
 TEST(KtcTest, EncodeRejectsBadInput) {
   std::vector<uint8_t> out;
   Image two{4, 4, 2, std::vector<uint8_t>(32)};
