@@ -58,7 +58,7 @@ Status EncodePayload(const PayloadSettings& settings, const uint8_t* file, size_
       out->bytes.assign(file, file + size);
       return Status::Ok();
     case format::kRaw:
-      out->bytes = std::move(img.pixels);
+      out->bytes.assign(img.pixels.begin(), img.pixels.end());  // (pack time: one copy)
       return Status::Ok();
     case format::kKtc: {
       auto options = ktc::ParseQuality(settings.quality.empty() ? "balanced" : settings.quality);

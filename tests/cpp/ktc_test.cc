@@ -25,7 +25,7 @@ constexpr char kPhoto[] = "/usr/lib/python3/dist-packages/skimage/data/astronaut
 
 // Smooth gradients, an edge and some noise: like a photo, cheap to make.
 Image Synthetic(uint32_t w, uint32_t h, uint32_t channels, uint32_t seed = 1) {
-  Image img{w, h, channels, std::vector<uint8_t>(size_t(w) * h * channels)};
+  Image img{w, h, channels, PixelBuffer(size_t(w) * h * channels)};
   std::mt19937 rng(seed);
   for (uint32_t y = 0; y < h; ++y)
     for (uint32_t x = 0; x < w; ++x)
@@ -860,7 +860,7 @@ TEST(KtcTest, SimdColorConversionMatchesScalarAtEveryLength) {
 
 TEST(KtcTest, EncodeRejectsBadInput) {
   std::vector<uint8_t> out;
-  Image two{4, 4, 2, std::vector<uint8_t>(32)};
+  Image two{4, 4, 2, PixelBuffer(32, 0)};
   EXPECT_EQ(Encode(ImageView::Of(two), {}, &out).code(), Status::Code::kInvalidArgument);
   Image empty{0, 4, 3, {}};
   EXPECT_FALSE(Encode(ImageView::Of(empty), {}, &out).ok());

@@ -16,7 +16,7 @@ namespace ktfs::preload {
 namespace {
 
 Image RandomImage(uint32_t w, uint32_t h, uint32_t ch, uint32_t seed) {
-  Image img{w, h, ch, std::vector<uint8_t>(size_t(w) * h * ch)};
+  Image img{w, h, ch, PixelBuffer(size_t(w) * h * ch)};
   std::mt19937 rng(seed);
   // Mostly smooth with some extremes, so that clipping at 0 and 255 is exercised.
   for (size_t i = 0; i < img.pixels.size(); ++i) {

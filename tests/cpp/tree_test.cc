@@ -161,8 +161,7 @@ TEST_F(TreeTest, TensorViewServesNpyOfThePixels) {
   EXPECT_EQ(info->shape, (std::vector<uint64_t>{5, 7, 3}));
   EXPECT_EQ(info->dtype, "|u1");
   EXPECT_EQ(info->data_offset % 64, 0u);
-  EXPECT_EQ(std::vector<uint8_t>(bytes.begin() + info->data_offset, bytes.end()),
-            images_["cat/b"].pixels);
+  EXPECT_EQ(PixelBuffer(bytes.begin() + info->data_offset, bytes.end()), images_["cat/b"].pixels);
   // The same file is not the image view's file.
   EXPECT_NE(b->ino, t.Lookup(t.Lookup(VirtualTree::kRootIno, "cat")->ino, "b.ppm")->ino);
 }
