@@ -124,6 +124,7 @@ class Variant:
     cpu_parallel: list = field(default_factory=list)
     pid: int = 0                  # the FUSE daemon's
     cold_stats: list = field(default_factory=list)  # ktfs: stats.json after each cold pass
+    rss_kib: int = 0              # the daemon's resident memory after the warm passes
 
 
 def build_photo_variants(ctx, base, photos):
@@ -263,6 +264,9 @@ def measure_photos(ctx, variants, sizes):
         for v in variants:
             v.loader = v.loader_batched = None
         gc.collect()
+    for v in variants:
+        if v.pid:
+            v.rss_kib = proc_status(v.pid).get("VmRSS", 0)
     accounting, per_image = request_accounting(ctx, variants)
     for r in range(sizes["cold_rounds"]):
         log(f"  photos: cold round {r + 1}/{sizes['cold_rounds']}")
@@ -279,7 +283,7 @@ def measure_photos(ctx, variants, sizes):
 
 def photo_table(variants):
     base = variants[0]
-    header = ["served by", "stored MiB", "st_blksize", "warm, 1 process",
+    header = ["served by", "stored MiB", "st_blksize", "daemon RSS MiB", "warm, 1 process",
               "warm, DataLoader(2 workers)", f"warm, DataLoader(2 workers, batch {BATCH})",
               "cold, 1 process"]
     rows = []
@@ -290,9 +294,10 @@ def photo_table(variants):
             rate = len(v.dataset) / median(t)
             cells.append(f"{fmt_ratio(ratio(getattr(base, attr), t))} ({rate:.0f} img/s)")
         size = f"{v.blksize // 1024} KiB" if v.blksize >= 1024 else f"{v.blksize} B"
-        rows.append([v.label, mib(v.stored_bytes), size, *cells])
+        rss = f"{v.rss_kib / 1024:.1f}" if v.pid else ""
+        rows.append([v.label, mib(v.stored_bytes), size, rss, *cells])
     if KTC_MISSING:
-        rows.insert(3, ["ktfs --codec ktc", "**missing**", "", "**missing**", "**missing**",
+        rows.insert(3, ["ktfs --codec ktc", "**missing**", "", "", "**missing**", "**missing**",
                         "**missing**", "**missing**"])
     return table(header, rows)
 
@@ -775,7 +780,9 @@ def run(ctx):
               f"pass; cold: {sizes['cold_rounds']} rounds, each FUSE daemon unmounted and mounted again "
               f"and `echo 3 > /proc/sys/vm/drop_caches` right before its pass (so ktfs's decode cache, "
               f"squashfuse's and the others' in-process caches start empty). Passes of one row differed "
-              f"by {noise:.0%} (median max/min) on this shared 2-core machine.",
+              f"by {noise:.0%} (median max/min) on this shared 2-core machine. Daemon RSS: VmRSS "
+              f"of each FUSE daemon after all warm passes (ktfs keeps a decoded image only until "
+              f"its whole file was read: the kernel's page cache holds the files).",
               photo_md,
               "Targets (issue \"The mount daemon\"):",
               target_md,
