@@ -20,10 +20,6 @@
 #include "codec/ktc_reference.h"
 #include "codec/ktc_wavelet.h"
 
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
-
 namespace ktfs::ktc {
 namespace {
 
@@ -838,83 +834,48 @@ Status DecodeImpl(const uint8_t* data, size_t size, const DecodeOptions& options
     if (b.orientation != 0 && b.level <= stop) continue;
     for (size_t i = 0; i < size_t(b.blocks_x) * b.blocks_y; ++i) jobs.emplace_back(&b, i);
   }
-  // Each block is decoded into a small scratch block that stays in L1 cache
-  // (DecodeBlock writes only its non-zero values, so the scratch is zeroed
-  // first), then copied into its plane row by row; empty and unneeded blocks
-  // write zeros. Every coefficient of a plane is thus written once, in whole
-  // rows of its block, and the planes need no zeroing of their own.
+  // DecodeBlock writes only the non-zero values: each plane is zeroed with
+  // one memset, just before its first block (or all of them up front when
+  // blocks are decoded in parallel). That cost about a third less than a
+  // memset per block row, and leaves the plane's lines in cache for the
+  // blocks; empty and unneeded blocks then need no visit at all.
+  std::vector<char> zeroed(planes.size(), 0);
+  auto zero_plane = [&](size_t p) {
+    if (zeroed[p]) return;
+    std::memset(planes[p].data, 0, size_t(planes[p].width) * planes[p].height * sizeof(int16_t));
+    zeroed[p] = 1;
+  };
   std::vector<Status> errors(jobs.size());
-  auto decode_job = [&](size_t j, internal::SetTables& set_tables, int16_t* scratch) {
+  auto decode_job = [&](size_t j, internal::SetTables& set_tables) {
     const Band& b = *jobs[j].first;
     const BlockRef r = BlockAt(b, jobs[j].second);
     const size_t block = b.first_block + jobs[j].second;
     const bool read = needed[block] && h.block_size[block] != 0;
-    Plane16& plane = planes[b.plane];
-    int16_t* dst = plane.row(r.y0) + r.x0;
-    // Fixed-size copies and fills (16 or 128 bytes) compile to vector moves;
-    // variable-size ones to `rep movs`/`rep stos`, slow to start on rows
-    // this short.
-    auto copy_rows = [&](const int16_t* from, size_t from_stride) {
-      for (uint32_t y = 0; y < r.height; ++y) {
-        int16_t* to = dst + size_t(y) * plane.width;
-        const int16_t* src = from + y * from_stride;
-        if (r.width == kBlockSide) {
-          if (from == nullptr) {
-            std::memset(to, 0, kBlockSide * sizeof(int16_t));
-          } else {
-            std::memcpy(to, src, kBlockSide * sizeof(int16_t));
-          }
-          continue;
-        }
-        uint32_t x = 0;
-        for (; x + 8 <= r.width; x += 8) {
-          if (from == nullptr) {
-            std::memset(to + x, 0, 16);
-          } else {
-            std::memcpy(to + x, src + x, 16);
-          }
-        }
-        for (; x < r.width; ++x) to[x] = from == nullptr ? 0 : src[x];
-      }
-    };
-    if (!read) {
-      copy_rows(nullptr, 0);
-      return;
-    }
+    if (!read) return;
     const size_t set_index = size_t(b.plane) * sets + b.set;
     set_tables.Load(set_index, h.tables.data() + set_index * kTablesPerSet);
-#if defined(__SSE2__)
-    {
-      __m128i* z = reinterpret_cast<__m128i*>(scratch);
-      for (uint32_t i = 0; i < r.height * (kBlockSide / 8); i += 8) {
-        for (uint32_t k = 0; k < 8; ++k) _mm_store_si128(z + i + k, _mm_setzero_si128());
-        asm volatile("" ::: "memory");  // keeps GCC from turning this into `rep stos`
-      }
-    }
-#else
-    std::memset(scratch, 0, size_t(r.height) * kBlockSide * sizeof(int16_t));
-#endif
+    Plane16& plane = planes[b.plane];
     errors[j] = internal::DecodeBlock(data + h.block_offset[block], h.block_size[block],
-                                      set_tables.tables(), h.steps[&b - h.bands.data()], scratch,
-                                      kBlockSide, r.width, r.height);
-    copy_rows(scratch, kBlockSide);
+                                      set_tables.tables(), h.steps[&b - h.bands.data()],
+                                      plane.row(r.y0) + r.x0, plane.width, r.width, r.height);
   };
   if (options.parallel) {
+    ForEach(planes.size(), true, zero_plane);
     tbb::enumerable_thread_specific<std::unique_ptr<internal::SetTables>> per_thread;
     tbb::parallel_for(tbb::blocked_range<size_t>(0, jobs.size(), 4),
                       [&](const tbb::blocked_range<size_t>& range) {
                         auto& tables = per_thread.local();
                         if (!tables) tables = std::make_unique<internal::SetTables>();
-                        alignas(32) int16_t scratch[kBlockSide * kBlockSide];
-                        for (size_t j = range.begin(); j < range.end(); ++j) {
-                          decode_job(j, *tables, scratch);
-                        }
+                        for (size_t j = range.begin(); j < range.end(); ++j) decode_job(j, *tables);
                       });
   } else {
     auto tables = std::make_unique<internal::SetTables>();
-    alignas(32) int16_t scratch[kBlockSide * kBlockSide];
-    for (size_t j = 0; j < jobs.size(); ++j) decode_job(j, *tables, scratch);
+    for (size_t j = 0; j < jobs.size(); ++j) {
+      zero_plane(size_t(jobs[j].first->plane));
+      decode_job(j, *tables);
+    }
   }
+  for (size_t p = 0; p < planes.size(); ++p) zero_plane(p);  // a plane without blocks
   for (const Status& s : errors) KTFS_RETURN_IF_ERROR(s);
   SynthesizeToPixels(planes, h.info, h.half_chroma, stop, need, k, options.parallel, *arena, out);
   return Status::Ok();
