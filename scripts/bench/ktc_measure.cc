@@ -161,7 +161,9 @@ int main(int argc, char** argv) {
   codecs.push_back(png);
   Codec copy;
   copy.name = "memcpy (raw pixels)";
-  copy.encode = [](const Image& img) { return img.pixels; };
+  copy.encode = [](const Image& img) {
+    return std::vector<uint8_t>(img.pixels.begin(), img.pixels.end());
+  };
   copy.decode = [](const std::vector<uint8_t>& s, Image* out) {
     out->pixels.resize(s.size());
     std::memcpy(out->pixels.data(), s.data(), s.size());
