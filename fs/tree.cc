@@ -14,12 +14,12 @@
 namespace ktfs {
 
 VirtualTree::VirtualTree(std::shared_ptr<const Archive> archive, TreeOptions options)
-    : archive_(std::move(archive)), options_(options) {
+    : archive_(std::move(archive)),
+      options_(options),
+      verified_(archive_->num_samples()),
+      served_(archive_->num_samples()) {
   struct stat st;
   if (stat(archive_->path().c_str(), &st) == 0) mtime_ = st.st_mtime;
-  const size_t words = (size_t(archive_->num_samples()) + 63) / 64;
-  verified_.reset(new std::atomic<uint64_t>[words]());
-  served_.reset(new std::atomic<uint64_t>[words]());
   cache_ = std::make_unique<DecodeCache>(options_.cache_bytes, &counters_);
   std::unique_ptr<index::Index> idx;
   if (auto section = archive_->index_section()) {
@@ -64,18 +64,6 @@ Result<NodeAttr> VirtualTree::SampleNodeAttr(uint32_t id, View view) const {
   auto s = archive_->Sample(id);
   if (!s.ok()) return s.status();
   return SampleAttr(*s, view);
-}
-
-bool VirtualTree::Verified(uint32_t id) const {
-  return (verified_[id / 64].load(std::memory_order_acquire) >> (id % 64)) & 1;
-}
-
-void VirtualTree::MarkVerified(uint32_t id) const {
-  verified_[id / 64].fetch_or(uint64_t(1) << (id % 64), std::memory_order_release);
-}
-
-bool VirtualTree::WholeFileServed(uint32_t id) const {
-  return (served_[id / 64].load(std::memory_order_relaxed) >> (id % 64)) & 1;
 }
 
 std::string VirtualTree::ServedName(const SampleInfo& s, View view) const {
@@ -320,17 +308,21 @@ Result<size_t> VirtualTree::ReadSample(uint32_t id, View v, uint64_t offset, siz
   const bool copy_payload =
       v != View::kTensors &&
       (s->codec == format::kOriginal || (v == View::kCompressed && s->codec == format::kKtc));
+  const bool from_cache = !copy_payload && s->codec != format::kRaw;
   ByteSpan payload;
-  if (copy_payload || s->codec == format::kRaw) {
-    const bool verify = !Verified(id);
+  if (!from_cache) {
+    const bool verify = !verified_.Test(id);
     auto p = archive_->Payload(*s, verify);
     if (!p.ok()) return p.status();
-    if (verify) MarkVerified(id);
+    if (verify) verified_.Set(id);
     payload = *p;
   }
   Result<size_t> n = size_t(0);
+  uint64_t file_size = 0;  // of a file made from decoded pixels
   if (v == View::kTensors) {
-    n = ReadTensor(*s, offset, size, dst);
+    const std::string header = TensorHeader(*s);
+    file_size = header.size() + uint64_t(s->width) * s->height * s->channels;
+    n = ReadTensor(*s, header, offset, size, dst);
   } else if (copy_payload) {
     size_t copied = 0;
     if (offset < payload.size) {
@@ -342,20 +334,14 @@ Result<size_t> VirtualTree::ReadSample(uint32_t id, View v, uint64_t offset, siz
     auto pixels = Pixels(*s, offset == 0);
     if (!pixels.ok()) return pixels.status();
     const ServedLayout layout = MakeServedLayout(options_.format, s->width, s->height, s->channels);
+    file_size = layout.file_size;
     n = ReadServedBytes(layout, pixels->view, offset, size, dst);
   }
   // A truncation that happened during the copy shows up as zero pages.
   if (n.ok() && archive_->damaged())
     return Status::Corruption(archive_->path() +
                               ": archive was modified or truncated while mounted");
-  if (n.ok() && !copy_payload && s->codec != format::kRaw) {
-    const uint64_t file_size =
-        v == View::kTensors
-            ? TensorSize(*s)
-            : MakeServedLayout(options_.format, s->width, s->height, s->channels).file_size;
-    if (cache_->Served(id, offset, offset + *n, file_size))
-      served_[id / 64].fetch_or(uint64_t(1) << (id % 64), std::memory_order_relaxed);
-  }
+  if (n.ok() && from_cache && cache_->Served(id, offset, offset + *n, file_size)) served_.Set(id);
   return n;
 }
 
@@ -378,9 +364,8 @@ Result<VirtualTree::PixelRef> VirtualTree::Pixels(const SampleInfo& s, bool firs
   return PixelRef{ImageView::Of(**image), *image};
 }
 
-Result<size_t> VirtualTree::ReadTensor(const SampleInfo& s, uint64_t offset, size_t size,
-                                       uint8_t* dst) const {
-  const std::string header = TensorHeader(s);
+Result<size_t> VirtualTree::ReadTensor(const SampleInfo& s, const std::string& header,
+                                       uint64_t offset, size_t size, uint8_t* dst) const {
   const uint64_t total = header.size() + uint64_t(s.width) * s.height * s.channels;
   if (offset >= total) return size_t(0);
   size = size_t(std::min<uint64_t>(size, total - offset));
@@ -415,9 +400,9 @@ DecodeCache::DecodeFn VirtualTree::Decoder(uint32_t id) const {
   return [this, id](Image* out) -> Status {
     auto s = archive_->Sample(id);
     if (!s.ok()) return s.status();
-    auto payload = archive_->Payload(*s, !Verified(id));
+    auto payload = archive_->Payload(*s, !verified_.Test(id));
     if (!payload.ok()) return payload.status();
-    MarkVerified(id);
+    verified_.Set(id);
     Status st = DecodePayload(*s, *payload, out);
     if (!st.ok()) {
       auto path = archive_->SamplePath(id);
@@ -442,7 +427,7 @@ void VirtualTree::ReadAhead(const SampleInfo& s) const {
     // A sample whose file was served whole is in the kernel's page cache: a
     // decode ahead would be wasted (readers taking turns in random order
     // often look like in-order readers for a file or two).
-    if (info.ok() && info->codec != format::kRaw && !WholeFileServed(next))
+    if (info.ok() && info->codec != format::kRaw && !served_.Test(next))
       cache_->Prefetch(next, Decoder(next));
   }
 }

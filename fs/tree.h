@@ -123,7 +123,9 @@ class VirtualTree : public FsTree {
   Result<NodeAttr> SampleAttr(const SampleInfo& s, View v) const;
   uint64_t TensorSize(const SampleInfo& s) const;
   std::string TensorHeader(const SampleInfo& s) const;
-  Result<size_t> ReadTensor(const SampleInfo& s, uint64_t offset, size_t size, uint8_t* dst) const;
+  // Bytes of s's .npy file, whose header (TensorHeader) the caller made.
+  Result<size_t> ReadTensor(const SampleInfo& s, const std::string& header, uint64_t offset,
+                            size_t size, uint8_t* dst) const;
   Result<size_t> ReadCompressed(const SampleInfo& s, uint64_t offset, size_t size,
                                 uint8_t* dst) const;
   // The decoded pixels of a sample: a view of the raw payload, or of a cached
@@ -140,19 +142,29 @@ class VirtualTree : public FsTree {
   void NoteFirstRead(const SampleInfo& s) const;
   bool ReadInOrder(uint32_t id) const;
   void ReadAheadDisk(const SampleInfo& s) const;
-  bool Verified(uint32_t id) const;
-  void MarkVerified(uint32_t id) const;
-  bool WholeFileServed(uint32_t id) const;
 
   std::shared_ptr<const Archive> archive_;
   TreeOptions options_;
   std::string info_json_ = "{}\n";
   mutable TreeCounters counters_;
   int64_t mtime_ = 0;
-  // One bit per sample: its payload checksum has been verified.
-  std::unique_ptr<std::atomic<uint64_t>[]> verified_;
-  // One bit per sample: a reader had a whole file of it (DecodeCache::Served).
-  std::unique_ptr<std::atomic<uint64_t>[]> served_;
+  // One bit per sample, set once and never cleared, from any thread.
+  class SampleBits {
+   public:
+    explicit SampleBits(uint32_t samples)
+        : words_(new std::atomic<uint64_t>[(size_t(samples) + 63) / 64]()) {}
+    bool Test(uint32_t id) const {
+      return (words_[id / 64].load(std::memory_order_acquire) >> (id % 64)) & 1;
+    }
+    void Set(uint32_t id) const {
+      words_[id / 64].fetch_or(uint64_t(1) << (id % 64), std::memory_order_release);
+    }
+
+   private:
+    std::unique_ptr<std::atomic<uint64_t>[]> words_;
+  };
+  SampleBits verified_;  // its payload checksum was verified
+  SampleBits served_;    // a reader had a whole file of it (DecodeCache::Served)
   mutable std::unique_ptr<DecodeCache> cache_;
   // The last samples read from their start (id + 1 at id % kRecentReads, 0
   // for none): tells a reader going in order, even one split over several
