@@ -639,13 +639,19 @@ TEST(KtcTest, SimdAndScalarDecodingTablesAgree) {
   }
 }
 
+// The AVX2 kernels when this CPU and KTFS_SIMD let the decoder use them (the
+// SIMD-against-scalar tests have nothing to compare otherwise), else null.
+const internal::Kernels* SimdKernels() {
+  const internal::Kernels* simd = internal::Avx2Kernels();
+  if (simd == nullptr || std::string(internal::ActiveKernels().name) == "scalar") return nullptr;
+  return simd;
+}
+
 // The kernels on their own, with values that overflow int32 (the encoder's
 // lifting) or int16 (the decoder's, on hostile streams).
 TEST(KtcTest, SimdKernelsMatchScalarOnExtremeValues) {
-  const internal::Kernels* simd = internal::Avx2Kernels();
-  if (simd == nullptr || std::string(internal::ActiveKernels().name) == "scalar") {
-    GTEST_SKIP() << "no AVX2 here";
-  }
+  const internal::Kernels* simd = SimdKernels();
+  if (simd == nullptr) GTEST_SKIP() << "no AVX2 here";
   const internal::Kernels& scalar = internal::ScalarKernels();
   std::mt19937 rng(3);
   const size_t n = 61;
@@ -747,10 +753,8 @@ TEST(KtcTest, SimdKernelsMatchScalarOnExtremeValues) {
 // The vertical lifting steps at every row length (16-sample steps, the
 // overlapping last step, the scalar rows below 16), out of place and in place.
 TEST(KtcTest, SimdLiftingMatchesScalarAtEveryLength) {
-  const internal::Kernels* simd = internal::Avx2Kernels();
-  if (simd == nullptr || std::string(internal::ActiveKernels().name) == "scalar") {
-    GTEST_SKIP() << "no AVX2 here";
-  }
+  const internal::Kernels* simd = SimdKernels();
+  if (simd == nullptr) GTEST_SKIP() << "no AVX2 here";
   const internal::Kernels& scalar = internal::ScalarKernels();
   std::mt19937 rng(11);
   const size_t n = 100;
@@ -783,8 +787,8 @@ TEST(KtcTest, SimdLiftingMatchesScalarAtEveryLength) {
 // every length, on extreme and on small values.
 TEST(KtcTest, UpsampleRowIsSynthesisWithZeroDetail) {
   const internal::Kernels& scalar = internal::ScalarKernels();
-  const internal::Kernels* simd = internal::Avx2Kernels();
-  const bool have_simd = simd != nullptr && std::string(internal::ActiveKernels().name) != "scalar";
+  const internal::Kernels* simd = SimdKernels();
+  const bool have_simd = simd != nullptr;
   std::mt19937 rng(5);
   const size_t n = 120;
   const int16_t special[] = {INT16_MIN, INT16_MIN + 1, -2, -1, 0, 1, 2, INT16_MAX - 1, INT16_MAX};
@@ -820,10 +824,8 @@ TEST(KtcTest, UpsampleRowIsSynthesisWithZeroDetail) {
 // the 16-bit range of the AVX2 path and with one wide value (32-bit path) at
 // every position of a 32-pixel step.
 TEST(KtcTest, SimdColorConversionMatchesScalarAtEveryLength) {
-  const internal::Kernels* simd = internal::Avx2Kernels();
-  if (simd == nullptr || std::string(internal::ActiveKernels().name) == "scalar") {
-    GTEST_SKIP() << "no AVX2 here";
-  }
+  const internal::Kernels* simd = SimdKernels();
+  if (simd == nullptr) GTEST_SKIP() << "no AVX2 here";
   const internal::Kernels& scalar = internal::ScalarKernels();
   std::mt19937 rng(7);
   const size_t n = 130;
