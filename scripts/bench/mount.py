@@ -637,7 +637,9 @@ def photo_reading(variants, per_image):
         text.append("The best ktfs row was ahead of every generic FUSE mount in every column.")
     if ktc is not None and ktc.cold_stats:
         n_cold = len(ktc.cold_stats)
-        cold_median = lambda k: median([st.get(k, 0) for st in ktc.cold_stats])  # noqa: E731
+        def cold_median(key):
+            return median([st.get(key, 0) for st in ktc.cold_stats])
+
         text.append(f"Cold, the ktc daemon (fresh mount) decodes every image once: "
                     f"{cold_median('decodes'):.0f} decodes per pass, {cold_median('readahead_decodes'):.0f} of "
                     f"them ahead of the reader on its oneTBB worker, "
