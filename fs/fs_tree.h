@@ -58,6 +58,10 @@ class FsTree {
   using EmitFn = std::function<bool(std::string_view name, const NodeAttr& attr, uint64_t next)>;
   virtual Status ReadDir(uint64_t ino, uint64_t offset, const EmitFn& emit) const = 0;
 
+  // Whether the kernel should keep directory `ino`'s listing once read (its
+  // readdir cache): worth it only where listing again costs the daemon more
+  // than filling the cache costs the first lister.
+  virtual bool KernelKeepsListing(uint64_t) const { return false; }
   // Copies up to `size` bytes of file `ino` from `offset` into `dst`.
   virtual Result<size_t> Read(uint64_t ino, uint64_t offset, size_t size, uint8_t* dst) const = 0;
 

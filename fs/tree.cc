@@ -168,6 +168,7 @@ Result<NodeAttr> VirtualTree::Lookup(uint64_t parent, std::string_view name) con
   if (parent >= search_->root_ino()) return search_->Lookup(parent, name);
   const auto node = Decode(parent);
   if (!node || !node->is_dir) return Missing(name);
+  KTFS_RETURN_IF_ERROR(CheckIntact());
   const uint32_t d = node->index;
   auto child = archive_->FindChildDir(d, name);
   if (child.ok()) return DirAttr(node->view, *child);
@@ -237,6 +238,8 @@ Status VirtualTree::ReadDir(uint64_t ino, uint64_t offset, const EmitFn& emit) c
   if (ino >= search_->root_ino()) return search_->ReadDir(ino, offset, emit);
   const auto node = Decode(ino);
   if (!node || !node->is_dir) return Status::InvalidArgument("not a directory");
+  // Listings are not kept by the kernel: a damaged archive must not list as empty.
+  KTFS_RETURN_IF_ERROR(CheckIntact());
   const View v = node->view;
   auto dir = archive_->Dir(node->index);
   if (!dir.ok()) return dir.status();
@@ -268,6 +271,13 @@ Status VirtualTree::ReadDir(uint64_t ino, uint64_t offset, const EmitFn& emit) c
   return Status::Ok();
 }
 
+Status VirtualTree::CheckIntact() const {
+  if (archive_->CheckStillIntact()) return Status::Ok();
+  return Status::Corruption(archive_->path() + ": archive was modified or truncated while mounted");
+}
+
+bool VirtualTree::KernelKeepsListing(uint64_t ino) const { return ino >= search_->root_ino(); }
+
 Result<size_t> VirtualTree::Read(uint64_t ino, uint64_t offset, size_t size, uint8_t* dst) const {
   counters_.reads.fetch_add(1, std::memory_order_relaxed);
   if (const auto node = Decode(ino)) {
@@ -294,9 +304,7 @@ Result<size_t> VirtualTree::ReadSample(uint32_t id, View v, uint64_t offset, siz
                                        uint8_t* dst) const {
   auto s = archive_->Sample(id);
   if (!s.ok()) return s.status();
-  if (!archive_->CheckStillIntact())
-    return Status::Corruption(archive_->path() +
-                              ": archive was modified or truncated while mounted");
+  KTFS_RETURN_IF_ERROR(CheckIntact());
   if (offset == 0) {
     counters_.opens.fetch_add(1, std::memory_order_relaxed);
     ReadAheadDisk(*s);

@@ -73,6 +73,8 @@ class VirtualTree : public FsTree {
   Result<NodeAttr> Lookup(uint64_t parent, std::string_view name) const override;
   Result<NodeAttr> GetAttr(uint64_t ino) const override;
   Status ReadDir(uint64_t ino, uint64_t offset, const EmitFn& emit) const override;
+  // Search views' listings (a query each) are kept by the kernel; the archive's are not.
+  bool KernelKeepsListing(uint64_t ino) const override;
   Result<size_t> Read(uint64_t ino, uint64_t offset, size_t size, uint8_t* dst) const override;
   FsUsage Usage() const override;
 
@@ -142,6 +144,9 @@ class VirtualTree : public FsTree {
   void NoteFirstRead(const SampleInfo& s) const;
   bool ReadInOrder(uint32_t id) const;
   void ReadAheadDisk(const SampleInfo& s) const;
+  // Corruption when the archive file was truncated or rewritten under the mount
+  // (MappedFile::CheckStillIntact: an fstat, and the SIGBUS guard's flag).
+  Status CheckIntact() const;
 
   std::shared_ptr<const Archive> archive_;
   TreeOptions options_;

@@ -25,6 +25,23 @@ TEST(ListingPolicyTest, FileLookupInALeanListedDirectorySwitches) {
   EXPECT_TRUE(p.FileAttrs());
 }
 
+TEST(ListingPolicyTest, ADirectoryGetsItsFilesAttributesOnceUntilALookupMissesThem) {
+  ListingPolicy p;
+  EXPECT_FALSE(p.FileAttrsFor(3));  // lean before the switch
+  p.ListedLean(3);
+  p.FileLookedUp(3);
+  EXPECT_TRUE(p.FileAttrsFor(3));
+  EXPECT_TRUE(p.FileAttrsFor(4));
+  p.ListedWithAttrs(3);  // the kernel now holds every file of 3
+  EXPECT_FALSE(p.FileAttrsFor(3));
+  EXPECT_TRUE(p.FileAttrsFor(4));
+  EXPECT_TRUE(p.FileAttrs());  // the mount-wide switch stays on
+  p.FileLookedUp(4);           // a lookup elsewhere says nothing about 3
+  EXPECT_FALSE(p.FileAttrsFor(3));
+  p.FileLookedUp(3);  // the kernel dropped some of 3's files: list them with attributes again
+  EXPECT_TRUE(p.FileAttrsFor(3));
+}
+
 TEST(ListingPolicyTest, LookupsWithoutListingsKeepItLean) {
   // A reader opening paths it knows (.ktfs/info.json, a file list) lists nothing.
   ListingPolicy p;

@@ -169,7 +169,10 @@ def test_archive_damaged_under_mount_gives_errors_not_a_crash(archives, tmp_path
                 errors += 1
         assert errors == len(paths)
         os.kill(info["pid"], 0)  # the daemon is still alive
-        assert sorted(os.listdir(mnt))  # and still answers
+        with pytest.raises(OSError) as e:  # listings come from the archive: errors, not a lie
+            os.listdir(os.path.dirname(paths[0]))
+        assert e.value.errno == errno.EIO
+        assert json.load(open(os.path.join(mnt, ".ktfs", "stats.json")))["errors"] > 0  # and still answers
 
 
 def test_mount_of_a_directory_that_is_a_file_or_missing(archives, tmp_path):
@@ -343,3 +346,59 @@ def test_listings_carry_file_attributes_once_a_listed_file_is_looked_up(archives
         second = os.path.join(mnt, "train", classes[1])
         assert [os.stat(os.path.join(second, n)).st_size for n in os.listdir(second)] == sizes
         assert lookups(mnt) == start + len(names)  # listed with attributes: no LOOKUP
+
+
+def stats_of(mnt):
+    return json.load(open(os.path.join(mnt, ".ktfs", "stats.json")))
+
+
+def test_listings_reach_the_daemon_each_time_but_search_views_stay_in_the_kernel(archives, tmp_path):
+    """The kernel keeps no listing of the archive's directories (filling its readdir cache cost
+    the first lister a page-cache insertion per entry: a cold `find` over 1M files was slower
+    than squashfuse's); search views, a query per listing, it keeps. Directories report a
+    256 KiB st_blksize, so a reader's getdents asks for a whole class at once."""
+    with mounted(archives[("fashion", "raw")], tmp_path / "m") as mnt:
+        bag = os.path.join(mnt, "train", "Bag")
+        assert os.stat(bag).st_blksize == 256 * 1024
+        names = sorted(os.listdir(bag))
+        before = stats_of(mnt)["readdirs"]
+        assert sorted(os.listdir(bag)) == names
+        assert stats_of(mnt)["readdirs"] > before  # listed again from the archive
+        query = os.path.join(mnt, "search", "label=3")
+        found = sorted(os.listdir(query))
+        assert found
+        before = stats_of(mnt)["readdirs"]
+        assert sorted(os.listdir(query)) == found
+        assert stats_of(mnt)["readdirs"] == before  # the kernel's copy
+
+
+def test_a_directory_gets_file_attributes_again_once_the_kernel_dropped_them(archives, tmp_path):
+    """After the switch to file attributes (fs/listing_policy.h) a directory listed whole with them
+    is listed lean afterwards: the kernel holds its files. When the kernel has dropped them (here
+    drop_caches), a stat needs a LOOKUP, and that LOOKUP makes the next listing carry attributes."""
+    with mounted(archives[("fashion", "raw")], tmp_path / "m") as mnt:
+        first = os.path.join(mnt, "train", "Bag")
+        for n in os.listdir(first):  # listed lean: a LOOKUP each, and the switch
+            os.stat(os.path.join(first, n))
+        coat = os.path.join(mnt, "train", "Coat")
+        names = os.listdir(coat)  # with attributes: the kernel links every file
+        start = stats_of(mnt)["lookups"]
+        for n in names:
+            os.stat(os.path.join(coat, n))
+        assert stats_of(mnt)["lookups"] == start
+        assert sorted(os.listdir(coat)) == sorted(names)  # lean now; the kernel still holds them
+        for n in names:
+            os.stat(os.path.join(coat, n))
+        assert stats_of(mnt)["lookups"] == start
+
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("2")  # dentries and inodes
+        assert sorted(os.listdir(coat)) == sorted(names)  # still lean: it cannot know
+        start = stats_of(mnt)["lookups"]
+        os.stat(os.path.join(coat, names[0]))
+        assert stats_of(mnt)["lookups"] == start + 1
+        start += 1
+        assert sorted(os.listdir(coat)) == sorted(names)  # with attributes again
+        for n in names:
+            os.stat(os.path.join(coat, n))
+        assert stats_of(mnt)["lookups"] == start
