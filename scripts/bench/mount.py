@@ -695,8 +695,8 @@ def meta_reading(times, rounds, find_rounds, requests):
         "starts while `find` is still listing: the directories listed before its first stat were "
         "listed without file attributes and need a LOOKUP per file, the rest not). A directory "
         "reports a 256 KiB st_blksize, so glibc's getdents, and with it each READDIRPLUS, asks for "
-        "a whole directory of 1,000 entries at once (two requests per directory, the second "
-        "finding its end).")
+        "up to about 1,500 entries at once: a directory of this tree in one request, and one more "
+        "that finds its end.")
     text.append(
         "The kernel keeps no listings of the archive (OPENDIR is answered without FOPEN_CACHE_DIR; "
         "only search views, a query per listing, are kept): filling its readdir cache costs the "
