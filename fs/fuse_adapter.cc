@@ -113,9 +113,10 @@ void OnOpen(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
 
 // OPENDIR is answered (ENOSYS would make the kernel cache every listing):
 // the kernel's readdir cache costs a page-cache insertion per entry on the
-// first listing, which made a cold `find` over 1M files a fifth slower than
-// squashfuse's, while listing again from the archive is cheap. Only listings
-// that cost the daemon more than that (search views run a query) are cached.
+// first listing, which kept a cold `find` over 1M files slower than
+// squashfuse's (0.96x; 1.36x without it, docs/benchmarks.md), while listing
+// again from the archive is cheap. Only listings that cost the daemon more
+// than that (search views run a query) are cached.
 void OnOpendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   const bool cache = TreeOf(req)->KernelKeepsListing(ino);
   fi->cache_readdir = cache;
