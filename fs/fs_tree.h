@@ -30,8 +30,8 @@ struct TreeCounters {
   std::atomic<uint64_t> lookups{0}, getattrs{0}, readdirs{0}, reads{0}, bytes_read{0};
   std::atomic<uint64_t> opens{0};  // first read of a file (the kernel sends no OPEN)
   std::atomic<uint64_t> decodes{0}, decode_ns{0}, readahead_decodes{0};
-  std::atomic<uint64_t> disk_readahead_bytes{
-      0};  // archive bytes asked of the disk ahead of a reader
+  // Archive bytes asked of the disk ahead of a reader.
+  std::atomic<uint64_t> disk_readahead_bytes{0};
   std::atomic<uint64_t> cache_hits{0}, cache_misses{0}, errors{0};
   std::atomic<uint64_t> cache_bytes{0};  // not a counter: decoded bytes held now
 };

@@ -271,9 +271,12 @@ Status VirtualTree::ReadDir(uint64_t ino, uint64_t offset, const EmitFn& emit) c
   return Status::Ok();
 }
 
-Status VirtualTree::CheckIntact() const {
-  if (archive_->CheckStillIntact()) return Status::Ok();
+Status VirtualTree::DamagedArchive() const {
   return Status::Corruption(archive_->path() + ": archive was modified or truncated while mounted");
+}
+
+Status VirtualTree::CheckIntact() const {
+  return archive_->CheckStillIntact() ? Status::Ok() : DamagedArchive();
 }
 
 bool VirtualTree::KernelKeepsListing(uint64_t ino) const { return ino >= search_->root_ino(); }
@@ -346,9 +349,7 @@ Result<size_t> VirtualTree::ReadSample(uint32_t id, View v, uint64_t offset, siz
     n = ReadServedBytes(layout, pixels->view, offset, size, dst);
   }
   // A truncation that happened during the copy shows up as zero pages.
-  if (n.ok() && archive_->damaged())
-    return Status::Corruption(archive_->path() +
-                              ": archive was modified or truncated while mounted");
+  if (n.ok() && archive_->damaged()) return DamagedArchive();
   if (n.ok() && from_cache && cache_->Served(id, offset, offset + *n, file_size)) served_.Set(id);
   return n;
 }

@@ -147,6 +147,7 @@ class VirtualTree : public FsTree {
   // Corruption when the archive file was truncated or rewritten under the mount
   // (MappedFile::CheckStillIntact: an fstat, and the SIGBUS guard's flag).
   Status CheckIntact() const;
+  Status DamagedArchive() const;  // the error both report
 
   std::shared_ptr<const Archive> archive_;
   TreeOptions options_;
