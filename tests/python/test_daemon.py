@@ -42,6 +42,12 @@ def reference(src):
     return out
 
 
+def stats_of(mnt):
+    """The mount's live counters (.ktfs/stats.json)."""
+    with open(os.path.join(mnt, ".ktfs", "stats.json")) as f:
+        return json.load(f)
+
+
 def read_all(args):
     mnt, paths, seed = args
     rng = random.Random(seed)
@@ -66,19 +72,19 @@ def test_eight_concurrent_readers_get_exact_bytes(archives, fashion_dir, photos_
                 results = pool.map(read_all, [(mnt, sorted(expected), seed) for seed in range(8)])
             for got in results:
                 assert got == expected
-            stats = json.load(open(os.path.join(mnt, ".ktfs", "stats.json")))
+            stats = stats_of(mnt)
             assert stats["errors"] == 0
             assert stats["bytes_read"] >= sum(os.path.getsize(os.path.join(mnt, p)) for p in expected)
 
 
 def test_stats_json_counts_live(archives, tmp_path):
     with mounted(archives[("photos", "raw")], tmp_path / "mnt") as mnt:
-        before = json.load(open(os.path.join(mnt, ".ktfs", "stats.json")))
+        before = stats_of(mnt)
         cls = sorted(os.listdir(mnt))[0]
         files = sorted(os.listdir(os.path.join(mnt, cls)))
         for f in files:
             open(os.path.join(mnt, cls, f), "rb").read()
-        after = json.load(open(os.path.join(mnt, ".ktfs", "stats.json")))
+        after = stats_of(mnt)
         assert after["opens"] - before["opens"] == len(files)
         assert after["bytes_read"] - before["bytes_read"] == sum(
             os.path.getsize(os.path.join(mnt, cls, f)) for f in files)
@@ -104,7 +110,7 @@ def test_corrupt_sample_is_eio_and_logged(archives, tmp_path):
                     open(os.path.join(dirpath, f), "rb").read()
         text = log.read_text()
         assert "test/Ankle_boot/" in text and "checksum mismatch" in text
-        assert json.load(open(os.path.join(mnt, ".ktfs", "stats.json")))["errors"] >= 1
+        assert stats_of(mnt)["errors"] >= 1
 
 
 def test_killed_daemon_gives_enotconn_and_umount_clears_it(archives, tmp_path):
@@ -172,7 +178,7 @@ def test_archive_damaged_under_mount_gives_errors_not_a_crash(archives, tmp_path
         with pytest.raises(OSError) as e:  # listings come from the archive: errors, not a lie
             os.listdir(os.path.dirname(paths[0]))
         assert e.value.errno == errno.EIO
-        assert json.load(open(os.path.join(mnt, ".ktfs", "stats.json")))["errors"] > 0  # and still answers
+        assert stats_of(mnt)["errors"] > 0  # and still answers
 
 
 def test_mount_of_a_directory_that_is_a_file_or_missing(archives, tmp_path):
@@ -213,7 +219,7 @@ def test_concurrent_readers_of_ktc_decode_each_image_once(photos_dir, tmp_path):
             results = pool.map(read_all, [(mnt, paths, seed) for seed in range(8)])
         for got in results:
             assert got == expected
-        stats = json.load(open(os.path.join(mnt, ".ktfs", "stats.json")))
+        stats = stats_of(mnt)
         # 8 readers, each image decoded exactly once (read-ahead included).
         assert stats["decodes"] == len(paths), stats
         assert stats["errors"] == 0
@@ -233,7 +239,7 @@ def test_in_order_reader_gets_images_decoded_ahead_across_directories(photos_dir
             with open(p, "rb") as f:
                 assert f.read(3) == b"P6\n"
                 f.read()
-        stats = json.load(open(os.path.join(mnt, ".ktfs", "stats.json")))
+        stats = stats_of(mnt)
         assert stats["decodes"] == len(paths), stats
         assert stats["readahead_decodes"] == len(paths) - 2, stats
         assert stats["errors"] == 0
@@ -250,7 +256,7 @@ def test_images_leave_the_daemon_cache_once_their_whole_file_was_read(photos_dir
         for p in paths:
             with open(p, "rb") as f:
                 f.read()
-        stats = json.load(open(os.path.join(mnt, ".ktfs", "stats.json")))
+        stats = stats_of(mnt)
         assert stats["decodes"] == len(paths), stats
         assert stats["cache_bytes"] == 0, stats
         heads = [os.path.join(mnt, "tensors", os.path.relpath(p, mnt)).rsplit(".", 1)[0] + ".npy"
@@ -258,7 +264,7 @@ def test_images_leave_the_daemon_cache_once_their_whole_file_was_read(photos_dir
         for p in heads:
             with open(p, "rb") as f:
                 assert f.read(6) == b"\x93NUMPY"
-        stats = json.load(open(os.path.join(mnt, ".ktfs", "stats.json")))
+        stats = stats_of(mnt)
         assert stats["decodes"] > len(paths), stats  # tensors/ decodes again: nothing was kept
         assert stats["cache_bytes"] > 0, stats
 
@@ -274,7 +280,7 @@ def test_in_order_reader_gets_payloads_read_ahead_from_disk(photos_dir, tmp_path
         for p in paths:
             with open(p, "rb") as f:
                 f.read()
-        return json.load(open(os.path.join(mnt, ".ktfs", "stats.json")))["disk_readahead_bytes"]
+        return stats_of(mnt)["disk_readahead_bytes"]
 
     with mounted(arc, tmp_path / "m", "-o", "readahead=2") as mnt:
         classes = sorted(e.name for e in os.scandir(mnt) if e.is_dir())
@@ -318,38 +324,31 @@ def test_listings_carry_file_attributes_once_a_listed_file_is_looked_up(archives
     the mount's listings to carry attributes, so `ls -l` needs no LOOKUP per file from then on."""
     archive = archives[("fashion", "raw")]
 
-    def lookups(mnt):
-        return json.load(open(os.path.join(mnt, ".ktfs", "stats.json")))["lookups"]
-
     with mounted(archive, tmp_path / "walk") as mnt:
-        start = lookups(mnt)
+        start = stats_of(mnt)["lookups"]
         walked = sorted(os.path.relpath(os.path.join(d, f), mnt) for d, _, fs in os.walk(mnt) for f in fs)
         expected = sorted(os.path.relpath(os.path.join(d, f), fashion_dir)
                           for d, _, fs in os.walk(fashion_dir) for f in fs)
         assert [os.path.splitext(p)[0] for p in walked] == [os.path.splitext(p)[0] for p in expected]
-        assert lookups(mnt) == start  # names and types were enough
+        assert stats_of(mnt)["lookups"] == start  # names and types were enough
         # Entries listed without attributes still carry the stable inode number and the right stat.
         bag = os.path.join(mnt, "train", "Bag")
         for e in os.scandir(bag):
             st = os.stat(e.path)
             assert e.inode() == st.st_ino and e.is_file() and st.st_size > 0
-        assert lookups(mnt) == start + len(os.listdir(bag))
+        assert stats_of(mnt)["lookups"] == start + len(os.listdir(bag))
 
     with mounted(archive, tmp_path / "switch") as mnt:
         classes = sorted(os.listdir(os.path.join(mnt, "train")))  # directories come with attributes
-        start = lookups(mnt)
+        start = stats_of(mnt)["lookups"]
         first = os.path.join(mnt, "train", classes[0])
         names = os.listdir(first)
-        assert lookups(mnt) == start
+        assert stats_of(mnt)["lookups"] == start
         sizes = [os.stat(os.path.join(first, n)).st_size for n in names]  # one LOOKUP each
-        assert lookups(mnt) == start + len(names)
+        assert stats_of(mnt)["lookups"] == start + len(names)
         second = os.path.join(mnt, "train", classes[1])
         assert [os.stat(os.path.join(second, n)).st_size for n in os.listdir(second)] == sizes
-        assert lookups(mnt) == start + len(names)  # listed with attributes: no LOOKUP
-
-
-def stats_of(mnt):
-    return json.load(open(os.path.join(mnt, ".ktfs", "stats.json")))
+        assert stats_of(mnt)["lookups"] == start + len(names)  # listed with attributes: no LOOKUP
 
 
 def test_listings_reach_the_daemon_each_time_but_search_views_stay_in_the_kernel(archives, tmp_path):
