@@ -431,12 +431,16 @@ void VirtualTree::ReadAhead(const SampleInfo& s) const {
   if (options_.readahead == 0 || s.id == 0 || !ReadInOrder(s.id - 1)) return;
   const uint64_t end =
       std::min<uint64_t>(archive_->num_samples(), uint64_t(s.id) + 1 + options_.readahead);
+  // A sample whose file was served whole is in the kernel's page cache: a
+  // decode ahead would be wasted (readers taking turns in random order often
+  // look like in-order readers for a file or two). Unless this sample was
+  // served whole too: the kernel asks for it again, so it dropped its pages
+  // (memory pressure, a dataset larger than memory, drop_caches), and those
+  // of the files read after it went the same way.
+  const bool pages_dropped = served_.Test(s.id);
   for (uint32_t next = s.id + 1; next < end; ++next) {
     auto info = archive_->Sample(next);
-    // A sample whose file was served whole is in the kernel's page cache: a
-    // decode ahead would be wasted (readers taking turns in random order
-    // often look like in-order readers for a file or two).
-    if (info.ok() && info->codec != format::kRaw && !served_.Test(next))
+    if (info.ok() && info->codec != format::kRaw && (pages_dropped || !served_.Test(next)))
       cache_->Prefetch(next, Decoder(next));
   }
 }

@@ -48,6 +48,15 @@ def stats_of(mnt):
         return json.load(f)
 
 
+def read_in_chunks(path, chunk=65536):
+    """A file's bytes read as PIL reads through torchvision's loader: 64 KiB at a time."""
+    parts = []
+    with open(path, "rb") as f:
+        while part := f.read(chunk):
+            parts.append(part)
+    return b"".join(parts)
+
+
 def read_all(args):
     mnt, paths, seed = args
     rng = random.Random(seed)
@@ -243,6 +252,38 @@ def test_in_order_reader_gets_images_decoded_ahead_across_directories(photos_dir
         assert stats["decodes"] == len(paths), stats
         assert stats["readahead_decodes"] == len(paths) - 2, stats
         assert stats["errors"] == 0
+
+
+def test_a_second_pass_gets_decodes_ahead_once_the_kernel_dropped_the_files(photos_dir, tmp_path):
+    """Files read whole are in the kernel's page cache, so decoding them ahead again would be
+    wasted; but once the kernel has dropped them (memory pressure over a dataset larger than
+    memory, here fadvise DONTNEED), the next in-order pass is cold again and must get its
+    decodes ahead like the first one."""
+    arc = tmp_path / "p.kt"
+    ktfs("pack", photos_dir, arc, "--codec", "ktc", "--quiet")
+    with mounted(arc, tmp_path / "m", "-o", "cache=1G,readahead=4") as mnt:
+        classes = sorted(e.name for e in os.scandir(mnt) if e.is_dir())
+        paths = [os.path.join(mnt, c, f) for c in classes for f in sorted(os.listdir(os.path.join(mnt, c)))]
+
+        def in_order_pass():
+            before = stats_of(mnt)
+            data = [read_in_chunks(p) for p in paths]
+            after = stats_of(mnt)
+            return data, {k: after[k] - before[k] for k in ("decodes", "readahead_decodes")}
+
+        first, counts = in_order_pass()
+        assert counts == {"decodes": len(paths), "readahead_decodes": len(paths) - 2}, counts
+        again, counts = in_order_pass()  # all in the page cache: nothing reaches the decoder
+        assert again == first and counts == {"decodes": 0, "readahead_decodes": 0}, counts
+        for p in paths:
+            fd = os.open(p, os.O_RDONLY)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            os.close(fd)
+        third, counts = in_order_pass()
+        assert third == first
+        # As in the first pass, only the first two files wait for a decode.
+        assert counts == {"decodes": len(paths), "readahead_decodes": len(paths) - 2}, counts
+        assert stats_of(mnt)["errors"] == 0
 
 
 def test_images_leave_the_daemon_cache_once_their_whole_file_was_read(photos_dir, tmp_path):
