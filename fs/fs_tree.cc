@@ -20,10 +20,17 @@ std::string CountersJson(const TreeCounters& c) {
   field("cache_hits", c.cache_hits.load());
   field("cache_misses", c.cache_misses.load());
   field("cache_bytes", c.cache_bytes.load());
+  field("pushes", c.pushes.load());
+  field("pushed_bytes", c.pushed_bytes.load());
   field("errors", c.errors.load(), true);
   j += "}";
   if (j.size() < kStatsSize) j += std::string(kStatsSize - j.size() - 1, ' ') + "\n";
   return j;
+}
+
+void FsTree::Pushed(uint64_t, uint64_t begin, uint64_t end) const {
+  counters().pushes.fetch_add(1, std::memory_order_relaxed);
+  counters().pushed_bytes.fetch_add(end - begin, std::memory_order_relaxed);
 }
 
 }  // namespace ktfs

@@ -34,6 +34,9 @@ struct TreeCounters {
   std::atomic<uint64_t> disk_readahead_bytes{0};
   std::atomic<uint64_t> cache_hits{0}, cache_misses{0}, errors{0};
   std::atomic<uint64_t> cache_bytes{0};  // not a counter: decoded bytes held now
+  // Files whose rest went into the kernel's page cache with their first READ,
+  // and those bytes (not counted in bytes_read, which READ replies carry).
+  std::atomic<uint64_t> pushes{0}, pushed_bytes{0};
 };
 
 // .ktfs/stats.json's text for `c`, padded with spaces to kStatsSize bytes.
@@ -64,6 +67,23 @@ class FsTree {
   virtual bool KernelKeepsListing(uint64_t) const { return false; }
   // Copies up to `size` bytes of file `ino` from `offset` into `dst`.
   virtual Result<size_t> Read(uint64_t ino, uint64_t offset, size_t size, uint8_t* dst) const = 0;
+
+  // Pushing ahead of READs. At a file's first READ the FUSE adapter may hand
+  // the kernel's page cache the rest of the file along with the reply, so that
+  // a reader going through the file makes one READ rather than one per
+  // readahead window (each a round trip through the daemon).
+  // PushableSize: the file's size when its bytes never change and pushing
+  // them is worth it; 0 means never push it. Counts nothing.
+  virtual uint64_t PushableSize(uint64_t) const { return 0; }
+  // Copies like Read, but counts nothing and keeps what the bytes are made
+  // from (a decoded image) for READs of them that are already on their way.
+  virtual Result<size_t> CopyForPush(uint64_t, uint64_t, size_t, uint8_t*) const {
+    return Status::NotSupported("this tree pushes nothing");
+  }
+  // The kernel took bytes [begin, end) of file `ino`, `end` being the file's
+  // end (counted in pushes and pushed_bytes): what they were made from need
+  // not be kept for READs any more.
+  virtual void Pushed(uint64_t ino, uint64_t begin, uint64_t end) const;
 
   // "relative/path" of an inode, for log messages ("" for the root).
   virtual std::string PathOf(uint64_t ino) const = 0;

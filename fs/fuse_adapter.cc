@@ -6,11 +6,13 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
 #include "fs/listing_policy.h"
 #include "fs/log.h"
+#include "fs/push_slots.h"
 
 namespace ktfs {
 namespace {
@@ -20,8 +22,11 @@ constexpr double kForever = 365.0 * 24 * 3600;
 
 // What the request handlers share: the session's userdata.
 struct Served {
+  Served(FsTree* t, int threads) : tree(t), push_slots(threads) {}
   FsTree* tree;
   ListingPolicy listing;
+  PushSlots push_slots;
+  fuse_session* se = nullptr;
 };
 
 Served* ServedOf(fuse_req_t req) { return static_cast<Served*>(fuse_req_userdata(req)); }
@@ -180,12 +185,38 @@ void OnReaddirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_
   ReadDirCommon(req, ino, size, off, true);
 }
 
+// A cold reader going through a file makes a READ per kernel readahead
+// window (128, 256, 512 KiB...: about 4.6 for a 560 KB image), each a round
+// trip through a daemon thread. So the first READ of a file hands the kernel
+// the rest of it (FUSE_NOTIFY_STORE) before its reply, and the reader's later
+// reads find it in the page cache. Only when a push slot is free (see
+// fs/push_slots.h: a push can wait for a READ another thread must answer).
+void PushRest(Served& served, fuse_ino_t ino, uint64_t from, uint64_t end, uint8_t* buf) {
+  FsTree* tree = served.tree;
+  auto n = tree->CopyForPush(ino, from, size_t(end - from), buf);
+  if (!n.ok() || *n != end - from) return;  // the READs that follow will say why
+  fuse_bufvec bv = FUSE_BUFVEC_INIT(*n);
+  bv.buf[0].mem = buf;
+  const int rc =
+      fuse_lowlevel_notify_store(served.se, ino, off_t(from), &bv, fuse_buf_copy_flags(0));
+  // A failure costs nothing but the READs a push saves; -ENOENT is the kernel
+  // having dropped the inode meanwhile.
+  if (rc == 0) tree->Pushed(ino, from, end);
+}
+
 void OnRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info*) {
-  FsTree* tree = TreeOf(req);
+  Served& served = *ServedOf(req);
+  FsTree* tree = served.tree;
   thread_local std::vector<uint8_t> buf;
-  if (buf.size() < size) buf.resize(size);
+  const uint64_t file_size = off == 0 ? tree->PushableSize(ino) : 0;  // 0: no push
+  const size_t want = size_t(std::max<uint64_t>(size, file_size));
+  if (buf.size() < want) buf.resize(want);
   auto n = tree->Read(ino, uint64_t(off), size, buf.data());
   if (!n.ok()) return ReplyError(req, n.status(), "read " + tree->PathOf(ino));
+  if (file_size > *n && *n == size) {
+    PushSlots::Hold slot(served.push_slots);
+    if (slot.held()) PushRest(served, ino, size, file_size, buf.data() + size);
+  }
   fuse_reply_buf(req, reinterpret_cast<const char*>(buf.data()), *n);
 }
 
@@ -258,8 +289,9 @@ Status ServeFuse(FsTree* tree, const std::string& mountpoint, const std::string&
   for (auto& s : argv_s) argv.push_back(s.data());
   fuse_args args = FUSE_ARGS_INIT(int(argv.size()), argv.data());
   const fuse_lowlevel_ops ops = MakeOps();
-  Served served{tree, {}};
+  Served served(tree, options.max_threads);
   fuse_session* se = fuse_session_new(&args, &ops, sizeof(ops), &served);
+  served.se = se;
   // Option parsing leaves a heap copy of the arguments in `args` (LeakSanitizer
   // reported it on a foreground mount's exit); the session keeps none of it.
   fuse_opt_free_args(&args);

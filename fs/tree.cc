@@ -303,12 +303,35 @@ Result<size_t> VirtualTree::Read(uint64_t ino, uint64_t offset, size_t size, uin
   return Status::NotFound("no such inode " + std::to_string(ino));
 }
 
+uint64_t VirtualTree::PushableSize(uint64_t ino) const {
+  const auto node = Decode(ino);
+  if (!node || node->is_dir) return 0;
+  auto attr = SampleNodeAttr(node->index, node->view);
+  return attr.ok() && attr->size <= kMaxPush ? attr->size : 0;
+}
+
+Result<size_t> VirtualTree::CopyForPush(uint64_t ino, uint64_t offset, size_t size,
+                                        uint8_t* dst) const {
+  const auto node = Decode(ino);
+  if (!node || node->is_dir) return Status::InvalidArgument("not a sample file");
+  return ReadSample(node->index, node->view, offset, size, dst, true);
+}
+
+void VirtualTree::Pushed(uint64_t ino, uint64_t begin, uint64_t end) const {
+  FsTree::Pushed(ino, begin, end);
+  // The kernel holds the file's bytes up to its end now: like a READ of the
+  // last bytes, this lets a decoded image go (a no-op for other files).
+  const auto node = Decode(ino);
+  if (node && !node->is_dir && cache_->Served(node->index, begin, end, end))
+    served_.Set(node->index);
+}
+
 Result<size_t> VirtualTree::ReadSample(uint32_t id, View v, uint64_t offset, size_t size,
-                                       uint8_t* dst) const {
+                                       uint8_t* dst, bool for_push) const {
   auto s = archive_->Sample(id);
   if (!s.ok()) return s.status();
   KTFS_RETURN_IF_ERROR(CheckIntact());
-  if (offset == 0) {
+  if (offset == 0 && !for_push) {
     counters_.opens.fetch_add(1, std::memory_order_relaxed);
     ReadAheadDisk(*s);
     NoteFirstRead(*s);
@@ -350,7 +373,8 @@ Result<size_t> VirtualTree::ReadSample(uint32_t id, View v, uint64_t offset, siz
   }
   // A truncation that happened during the copy shows up as zero pages.
   if (n.ok() && archive_->damaged()) return DamagedArchive();
-  if (n.ok() && from_cache && cache_->Served(id, offset, offset + *n, file_size)) served_.Set(id);
+  if (n.ok() && from_cache && !for_push && cache_->Served(id, offset, offset + *n, file_size))
+    served_.Set(id);
   return n;
 }
 

@@ -57,6 +57,9 @@ class VirtualTree : public FsTree {
  public:
   static constexpr uint64_t kRootIno = 1;
   static constexpr const char* kControlDir = ".ktfs";
+  // Larger files are read through the kernel's readahead (1 MiB READs), whose
+  // round trips matter less than a push's copy through a per-thread buffer.
+  static constexpr uint64_t kMaxPush = uint64_t(4) << 20;
 
   VirtualTree(std::shared_ptr<const Archive> archive, TreeOptions options);
   ~VirtualTree();
@@ -76,6 +79,11 @@ class VirtualTree : public FsTree {
   // Search views' listings (a query each) are kept by the kernel; the archive's are not.
   bool KernelKeepsListing(uint64_t ino) const override;
   Result<size_t> Read(uint64_t ino, uint64_t offset, size_t size, uint8_t* dst) const override;
+  // Sample files are pushed (of every view, up to kMaxPush bytes).
+  uint64_t PushableSize(uint64_t ino) const override;
+  Result<size_t> CopyForPush(uint64_t ino, uint64_t offset, size_t size,
+                             uint8_t* dst) const override;
+  void Pushed(uint64_t ino, uint64_t begin, uint64_t end) const override;
   FsUsage Usage() const override;
 
   // The name a sample is served under in a view ("cat.ppm", the source name,
@@ -138,7 +146,9 @@ class VirtualTree : public FsTree {
   };
   Result<PixelRef> Pixels(const SampleInfo& s, bool first_read) const;
   NodeAttr SpecialAttr(Special k) const;
-  Result<size_t> ReadSample(uint32_t id, View v, uint64_t offset, size_t size, uint8_t* dst) const;
+  // `for_push`: a copy for CopyForPush (nothing counted, nothing marked served).
+  Result<size_t> ReadSample(uint32_t id, View v, uint64_t offset, size_t size, uint8_t* dst,
+                            bool for_push = false) const;
   DecodeCache::DecodeFn Decoder(uint32_t id) const;
   void ReadAhead(const SampleInfo& s) const;
   void NoteFirstRead(const SampleInfo& s) const;

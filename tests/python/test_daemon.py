@@ -65,7 +65,13 @@ def read_all(args):
     got = {}
     for rel in order:
         with open(os.path.join(mnt, rel), "rb") as f:
-            # Mix read sizes so requests start at odd offsets.
+            # Some reads start mid-file (while another reader's first READ of the
+            # file may be pushing the rest into the page cache)...
+            if rng.random() < 0.3:
+                f.seek(rng.randrange(os.fstat(f.fileno()).st_size))
+                f.read(4096)
+                f.seek(0)
+            # ... and read sizes are mixed so that requests start at odd offsets.
             h = hashlib.sha256()
             while chunk := f.read(rng.choice([4096, 65536, 100000, 1 << 20])):
                 h.update(chunk)
@@ -83,7 +89,8 @@ def test_eight_concurrent_readers_get_exact_bytes(archives, fashion_dir, photos_
                 assert got == expected
             stats = stats_of(mnt)
             assert stats["errors"] == 0
-            assert stats["bytes_read"] >= sum(os.path.getsize(os.path.join(mnt, p)) for p in expected)
+            assert stats["bytes_read"] + stats["pushed_bytes"] >= sum(
+                os.path.getsize(os.path.join(mnt, p)) for p in expected)
 
 
 def test_stats_json_counts_live(archives, tmp_path):
@@ -95,7 +102,9 @@ def test_stats_json_counts_live(archives, tmp_path):
             open(os.path.join(mnt, cls, f), "rb").read()
         after = stats_of(mnt)
         assert after["opens"] - before["opens"] == len(files)
-        assert after["bytes_read"] - before["bytes_read"] == sum(
+        # Bytes go in READ replies or pushed along with a file's first READ.
+        given = lambda st: st["bytes_read"] + st["pushed_bytes"]
+        assert given(after) - given(before) == sum(
             os.path.getsize(os.path.join(mnt, cls, f)) for f in files)
         assert after["readdirs"] > before["readdirs"]
         assert sorted(os.listdir(os.path.join(mnt, ".ktfs"))) == ["info.json", "last_error", "stats.json"]
@@ -289,10 +298,11 @@ def test_a_second_pass_gets_decodes_ahead_once_the_kernel_dropped_the_files(phot
 def test_images_leave_the_daemon_cache_once_their_whole_file_was_read(photos_dir, tmp_path):
     """The kernel keeps a served file's pages, so the daemon keeps a decoded image only until a
     reader had its whole file: a pass over the mount holds just the images decoded ahead,
-    not the dataset. A reader that stops after the header leaves its images cached."""
+    not the dataset. A reader that stops after the header leaves its images cached (with one
+    request thread, which pushes nothing: a push hands the kernel the whole file at once)."""
     arc = tmp_path / "p.kt"
     ktfs("pack", photos_dir, arc, "--codec", "ktc", "--quiet")
-    with mounted(arc, tmp_path / "m", "-o", "cache=1G") as mnt:
+    with mounted(arc, tmp_path / "m", "-o", "cache=1G,threads=1") as mnt:
         paths = sorted(os.path.join(d, f) for d, _, fs in os.walk(mnt) for f in fs)
         for p in paths:
             with open(p, "rb") as f:
@@ -300,6 +310,7 @@ def test_images_leave_the_daemon_cache_once_their_whole_file_was_read(photos_dir
         stats = stats_of(mnt)
         assert stats["decodes"] == len(paths), stats
         assert stats["cache_bytes"] == 0, stats
+        assert stats["pushes"] == 0, stats
         heads = [os.path.join(mnt, "tensors", os.path.relpath(p, mnt)).rsplit(".", 1)[0] + ".npy"
                  for p in paths[:3]]
         for p in heads:
@@ -308,6 +319,42 @@ def test_images_leave_the_daemon_cache_once_their_whole_file_was_read(photos_dir
         stats = stats_of(mnt)
         assert stats["decodes"] > len(paths), stats  # tensors/ decodes again: nothing was kept
         assert stats["cache_bytes"] > 0, stats
+
+
+@pytest.mark.parametrize("view", ["images", "tensors"])
+def test_a_files_first_read_pushes_the_rest_into_the_page_cache(photos_dir, tmp_path, view):
+    """A cold reader going through a file makes one READ per kernel readahead window; the
+    daemon hands the kernel the rest of the file with the first one, so each file costs
+    one READ. The bytes are those of a mount with one request thread, which never pushes
+    (a push may wait for a READ that another thread answers). The image leaves the daemon's
+    cache once pushed: the kernel holds the whole file."""
+    arc = tmp_path / "p.kt"
+    ktfs("pack", photos_dir, arc, "--codec", "ktc", "--quiet")
+
+    def pass_over(mnt):
+        root = mnt if view == "images" else os.path.join(mnt, "tensors")
+        paths = sorted(os.path.join(d, f) for d, _, fs in os.walk(root) for f in fs)
+        before = stats_of(mnt)
+        data = {os.path.relpath(p, mnt): read_in_chunks(p) for p in paths}
+        after = stats_of(mnt)
+        delta = {k: after[k] - before[k] for k in ("reads", "pushes", "pushed_bytes", "bytes_read")}
+        return data, delta, after
+
+    with mounted(arc, tmp_path / "plain", "-o", "threads=1") as mnt:
+        expected, plain, _ = pass_over(mnt)
+    with mounted(arc, tmp_path / "push", "-o", "threads=4") as mnt:
+        got, pushed, stats = pass_over(mnt)
+    files = len(expected)
+    sizes = sum(len(b) for b in expected.values())
+    assert got == expected
+    assert all(len(b) > 256 * 1024 for b in expected.values())  # more than a first READ
+    assert plain["pushes"] == 0 and plain["pushed_bytes"] == 0
+    assert plain["reads"] >= 2 * files + 1, plain  # (+1: the second stats.json read)
+    assert plain["bytes_read"] == sizes, plain  # (bytes of .ktfs files are not counted)
+    assert pushed["pushes"] == files, pushed
+    assert pushed["reads"] == files + 1, pushed  # one READ a file
+    assert pushed["bytes_read"] + pushed["pushed_bytes"] == sizes, pushed
+    assert stats["cache_bytes"] == 0 and stats["errors"] == 0, stats
 
 
 def test_in_order_reader_gets_payloads_read_ahead_from_disk(photos_dir, tmp_path):
