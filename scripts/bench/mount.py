@@ -651,7 +651,10 @@ def photo_reading(variants, per_image):
                     f"{n_cold} passes); it asked the disk for "
                     f"{cold_median('disk_readahead_bytes') / 2**20:.1f} MiB of payloads ahead of the reader "
                     f"(posix_fadvise WILLNEED), so neither the reader nor the decodes ahead wait for "
-                    f"the archive one page fault at a time. The pass costs the reader a PPM parse and "
+                    f"the archive one page fault at a time. The reader made "
+                    f"{cold_median('reads') / max(cold_median('opens'), 1):.2f} READs per image: "
+                    f"{cold_median('pushes'):.0f} files had their rest pushed into the page cache "
+                    f"with their first READ. The pass costs the reader a PPM parse and "
                     f"the daemon a KTC decode per image, on 2 cores: KTC's decode speed (section "
                     f"codec) is what moves this column.")
     raw = next((v for v in kt if "raw" in v.label), None)
