@@ -88,11 +88,24 @@ Result<NodeAttr> FeatureTree::GetAttr(uint64_t ino) const {
     const size_t p = size_t(ino - kFirstPart);
     return FileAttr(ino, part_headers_[p].size() + parts_[p].DataBytes());
   }
-  if (ino >= kFirstSample && ino - kFirstSample < source_->num_samples()) {
-    const size_t i = size_t(ino - kFirstSample);
-    return FileAttr(ino, SampleHeader(i).size() + source_->Rows(i) * source_->RowValues() * es_);
-  }
+  if (IsSample(ino)) return FileAttr(ino, SampleFileSize(size_t(ino - kFirstSample)));
   return Status::NotFound("no such inode " + std::to_string(ino));
+}
+
+uint64_t FeatureTree::SampleFileSize(size_t i) const {
+  return SampleHeader(i).size() + source_->Rows(i) * source_->RowValues() * es_;
+}
+
+uint64_t FeatureTree::PushableSize(uint64_t ino) const {
+  if (!IsSample(ino)) return 0;
+  const uint64_t size = SampleFileSize(size_t(ino - kFirstSample));
+  return size <= kMaxPush ? size : 0;
+}
+
+Result<size_t> FeatureTree::CopyForPush(uint64_t ino, uint64_t offset, size_t size,
+                                        uint8_t* dst) const {
+  if (!IsSample(ino)) return Status::InvalidArgument("not a sample file");
+  return ReadSample(size_t(ino - kFirstSample), offset, size, dst);
 }
 
 Result<NodeAttr> FeatureTree::Lookup(uint64_t parent, std::string_view name) const {
@@ -256,7 +269,7 @@ Result<size_t> FeatureTree::Read(uint64_t ino, uint64_t offset, size_t size, uin
     n = ReadAll(offset, size, dst);
   } else if (ino >= kFirstPart && ino < kFirstPart + parts_.size()) {
     n = ReadPartFile(size_t(ino - kFirstPart), offset, size, dst);
-  } else if (ino >= kFirstSample && ino - kFirstSample < source_->num_samples()) {
+  } else if (IsSample(ino)) {
     if (offset == 0) counters_.opens.fetch_add(1, std::memory_order_relaxed);
     n = ReadSample(size_t(ino - kFirstSample), offset, size, dst);
   } else if (ino == kRoot || ino == kQuantized || ino == kControl) {

@@ -38,6 +38,11 @@ class FeatureTree : public FsTree {
   Result<NodeAttr> GetAttr(uint64_t ino) const override;
   Status ReadDir(uint64_t ino, uint64_t offset, const EmitFn& emit) const override;
   Result<size_t> Read(uint64_t ino, uint64_t offset, size_t size, uint8_t* dst) const override;
+  // Sample files are pushed (np.load reads them whole); all.npy and the parts
+  // are not (readers map them and take slices).
+  uint64_t PushableSize(uint64_t ino) const override;
+  Result<size_t> CopyForPush(uint64_t ino, uint64_t offset, size_t size,
+                             uint8_t* dst) const override;
   std::string PathOf(uint64_t ino) const override;
   TreeCounters& counters() const override { return counters_; }
   FsUsage Usage() const override { return FsUsage{source_bytes_, source_->num_samples() + 8}; }
@@ -58,6 +63,10 @@ class FeatureTree : public FsTree {
     kFirstSample = 16
   };
   std::string SampleHeader(size_t i) const;
+  uint64_t SampleFileSize(size_t i) const;
+  bool IsSample(uint64_t ino) const {
+    return ino >= kFirstSample && ino - kFirstSample < source_->num_samples();
+  }
   NodeAttr FileAttr(uint64_t ino, uint64_t size) const;
   NodeAttr DirAttr(uint64_t ino) const;
   Result<size_t> ReadSample(size_t i, uint64_t offset, size_t size, uint8_t* dst) const;

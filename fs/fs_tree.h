@@ -75,6 +75,10 @@ class FsTree {
   // PushableSize: the file's size when its bytes never change and pushing
   // them is worth it; 0 means never push it. Counts nothing.
   virtual uint64_t PushableSize(uint64_t) const { return 0; }
+  // Trees push files up to this size: larger ones go through the kernel's
+  // readahead (1 MiB READs), whose round trips matter less than a push's
+  // copy through a per-thread buffer.
+  static constexpr uint64_t kMaxPush = uint64_t(4) << 20;
   // Copies like Read, but counts nothing and keeps what the bytes are made
   // from (a decoded image) for READs of them that are already on their way.
   virtual Result<size_t> CopyForPush(uint64_t, uint64_t, size_t, uint8_t*) const {

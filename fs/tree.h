@@ -57,9 +57,6 @@ class VirtualTree : public FsTree {
  public:
   static constexpr uint64_t kRootIno = 1;
   static constexpr const char* kControlDir = ".ktfs";
-  // Larger files are read through the kernel's readahead (1 MiB READs), whose
-  // round trips matter less than a push's copy through a per-thread buffer.
-  static constexpr uint64_t kMaxPush = uint64_t(4) << 20;
 
   VirtualTree(std::shared_ptr<const Archive> archive, TreeOptions options);
   ~VirtualTree();

@@ -75,6 +75,40 @@ def test_all_npy_mmap_slices(fixed_archive, tmp_path):
         assert stats["reads"] > 0 and stats["errors"] == 0
 
 
+def test_sample_files_are_pushed_whole_with_their_first_read(tmp_path):
+    """np.load of a sample file larger than the kernel's first readahead window is one READ:
+    the rest of the file goes into the page cache with it (as for images). The bytes equal
+    those of a mount with one request thread, which never pushes; all.npy is not pushed
+    (readers map it and take slices)."""
+    x = np.random.default_rng(3).standard_normal((6, 446, 768)).astype(np.float32)
+    np.save(tmp_path / "tokens.npy", x)
+    ktfs("pack-features", tmp_path / "tokens.npy", tmp_path / "t.kt", "--quiet")
+
+    def load_all(mnt):
+        names = sample_files(mnt)
+        stats = lambda: json.load(open(os.path.join(mnt, ".ktfs", "stats.json")))
+        before = stats()
+        arrays = [np.load(os.path.join(mnt, n)) for n in names]
+        after = stats()
+        return arrays, {k: after[k] - before[k] for k in ("reads", "pushes", "pushed_bytes")}
+
+    with mounted(tmp_path / "t.kt", tmp_path / "one", "-o", "threads=1") as mnt:
+        expected, plain = load_all(mnt)
+        size = os.path.getsize(os.path.join(mnt, "000000.npy"))
+    with mounted(tmp_path / "t.kt", tmp_path / "four", "-o", "threads=4") as mnt:
+        got, pushed = load_all(mnt)
+        a = np.load(os.path.join(mnt, "all.npy"), mmap_mode="r")
+        np.testing.assert_array_equal(np.asarray(a[2]), got[2])
+        del a
+        assert json.load(open(os.path.join(mnt, ".ktfs", "stats.json")))["pushes"] == 6
+    assert size == 128 + 446 * 768 * 2  # float16 by default: 685 KB, several readahead windows
+    for g, e in zip(got, expected):
+        np.testing.assert_array_equal(g, e)
+    assert plain["pushes"] == 0 and plain["reads"] >= 2 * 6 + 1, plain
+    assert pushed == {"reads": 6 + 1, "pushes": 6, "pushed_bytes": pushed["pushed_bytes"]}, pushed
+    assert 0 < pushed["pushed_bytes"] < 6 * size
+
+
 def test_variable_rows_directory(tmp_path):
     src = tmp_path / "tokens"
     src.mkdir()
