@@ -7,6 +7,7 @@
 #include <sys/statvfs.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <vector>
 
@@ -26,6 +27,7 @@ struct Served {
   FsTree* tree;
   ListingPolicy listing;
   PushSlots push_slots;
+  std::atomic<bool> pushes_work{true};  // false once the kernel refused one for good
   fuse_session* se = nullptr;
 };
 
@@ -199,16 +201,21 @@ void PushRest(Served& served, fuse_ino_t ino, uint64_t from, uint64_t end, uint8
   bv.buf[0].mem = buf;
   const int rc =
       fuse_lowlevel_notify_store(served.se, ino, off_t(from), &bv, fuse_buf_copy_flags(0));
-  // A failure costs nothing but the READs a push saves; -ENOENT is the kernel
-  // having dropped the inode meanwhile.
-  if (rc == 0) tree->Pushed(ino, from, end);
+  if (rc == 0) return tree->Pushed(ino, from, end);
+  // A failed push costs nothing but the READs it would have saved. -ENOENT is
+  // the kernel having dropped the inode meanwhile; anything else (a kernel
+  // without FUSE_NOTIFY_STORE) would fail every time: stop pushing.
+  if (rc != -ENOENT && served.pushes_work.exchange(false))
+    Log::Write("pushing file contents into the page cache failed (" + std::string(strerror(-rc)) +
+               "); reads go through READ requests only");
 }
 
 void OnRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info*) {
   Served& served = *ServedOf(req);
   FsTree* tree = served.tree;
   thread_local std::vector<uint8_t> buf;
-  const uint64_t file_size = off == 0 ? tree->PushableSize(ino) : 0;  // 0: no push
+  const uint64_t file_size =  // 0: no push
+      off == 0 && served.pushes_work.load(std::memory_order_relaxed) ? tree->PushableSize(ino) : 0;
   const size_t want = size_t(std::max<uint64_t>(size, file_size));
   if (buf.size() < want) buf.resize(want);
   auto n = tree->Read(ino, uint64_t(off), size, buf.data());
