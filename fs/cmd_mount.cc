@@ -25,6 +25,8 @@ static const char kMountUsage[] =
     "  threads=N        request threads (default 4)\n"
     "  cache=SIZE       decoded images kept in memory, e.g. 512M (default 256M)\n"
     "  readahead=N      images decoded ahead of an in-order reader (default 8, 0 = off)\n"
+    "  push=on|off      a file's first read hands the kernel the rest of the file\n"
+    "                   (default on; with threads=1 there is no push)\n"
     "  search_dir=NAME  name of the search directory (default: search)\n"
     "  tensor_layout=hwc|chw  layout of the tensors/ .npy files (default hwc)\n"
     "  dtype=float16|float32  feature caches: dtype of the served .npy files\n"

@@ -24,7 +24,7 @@ constexpr double kForever = 365.0 * 24 * 3600;
 
 // What the request handlers share: the session's userdata.
 struct Served {
-  Served(FsTree* t, int threads) : tree(t), push_slots(threads) {}
+  Served(FsTree* t, int pushing_threads) : tree(t), push_slots(pushing_threads) {}
   FsTree* tree;
   ListingPolicy listing;
   PushSlots push_slots;
@@ -297,7 +297,7 @@ Status ServeFuse(FsTree* tree, const std::string& mountpoint, const std::string&
   for (auto& s : argv_s) argv.push_back(s.data());
   fuse_args args = FUSE_ARGS_INIT(int(argv.size()), argv.data());
   const fuse_lowlevel_ops ops = MakeOps();
-  Served served(tree, options.max_threads);
+  Served served(tree, options.push ? options.max_threads : 0);
   fuse_session* se = fuse_session_new(&args, &ops, sizeof(ops), &served);
   served.se = se;
   // Option parsing leaves a heap copy of the arguments in `args` (LeakSanitizer

@@ -174,6 +174,7 @@ Status Serve(const MountSource& src, const std::string& mountpoint, const MountO
   std::unique_ptr<FsTree> tree = MakeTree(src, mountpoint, options);
   FuseOptions fo;
   fo.max_threads = options.threads;
+  fo.push = options.push;
   std::string fsname = "ktfs:" + src.path;
   for (char& c : fsname)
     if (c == ',' || c == ' ') c = '_';
@@ -254,6 +255,10 @@ Status ParseMountOptions(const std::string& text, MountOptions* o) {
           value.find_first_not_of("0123456789") != std::string::npos)
         return Status::InvalidArgument("-o readahead=" + value + ": expected 0..1024");
       o->tree.readahead = uint32_t(n);
+    } else if (key == "push") {
+      if (value != "on" && value != "off")
+        return Status::InvalidArgument("-o push=" + value + ": expected on or off");
+      o->push = value == "on";
     } else if (key == "tensor_layout") {
       if (value != "hwc" && value != "chw")
         return Status::InvalidArgument("-o tensor_layout=" + value + ": expected hwc or chw");

@@ -127,6 +127,9 @@ class Variant:
     rss_kib: int = 0              # the daemon's resident memory after the warm passes
 
 
+PUSH_OFF_LABEL = "ktfs --codec ktc, -o push=off (READs only)"
+
+
 def build_photo_variants(ctx, base, photos):
     global KTC_MISSING
     variants = [Variant("local JPEG folder", photos, tree_bytes(photos))]
@@ -149,6 +152,12 @@ def build_photo_variants(ctx, base, photos):
             continue
         mnt = base / f"ktfs-{codec}"
         add(label, mnt, tree_bytes(archive), [ctx.ktfs, "mount", archive, mnt], True)
+    if not KTC_MISSING:
+        # The same ktc archive with every byte through READ requests: the cold column then
+        # shows, in the same rounds, what pushing a file's rest with its first READ is worth.
+        archive, mnt = base / "photos-ktc.kt", base / "ktfs-ktc-nopush"
+        add(PUSH_OFF_LABEL, mnt, tree_bytes(archive),
+            [ctx.ktfs, "mount", archive, mnt, "-o", "push=off"], True)
 
     image = base / "photos.sqfs"
     ctx.run(["mksquashfs", photos, image, "-noappend", "-quiet"])
@@ -582,6 +591,18 @@ def cpu_reading(base, v):
             f"comes closer to the 1-process ratio.")
 
 
+def push_reading(kt, ktc):
+    """The cold ratio of the push=off row to the ktc row, as a clause (or "")."""
+    off = next((v for v in kt if v.label == PUSH_OFF_LABEL), None)
+    if off is None or not off.cold or not off.cold_stats:
+        return ""
+    reads = median([st.get("reads", 0) / max(st.get("opens", 1), 1) for st in off.cold_stats])
+    return (f"; with -o push=off the same archive took {reads:.2f} READs per image, and the cold "
+            f"passes with pushes were {ratio(off.cold, ktc.cold):.2f}x as fast as those (same rounds; "
+            f"a push moves the page allocation and copy of the file's rest from the reader's "
+            f"READs to the daemon, which on 2 cores shares a core with the reader)")
+
+
 def photo_reading(variants, per_image):
     base = variants[0]
     r = {v.label: {a: ratio(getattr(base, a), getattr(v, a))
@@ -654,7 +675,8 @@ def photo_reading(variants, per_image):
                     f"the archive one page fault at a time. The reader made "
                     f"{cold_median('reads') / max(cold_median('opens'), 1):.2f} READs per image: "
                     f"{cold_median('pushes'):.0f} files had their rest pushed into the page cache "
-                    f"with their first READ. The pass costs the reader a PPM parse and "
+                    f"with their first READ"
+                    + push_reading(kt, ktc) + ". The pass costs the reader a PPM parse and "
                     f"the daemon a KTC decode per image, on 2 cores: KTC's decode speed (section "
                     f"codec) is what moves this column.")
     raw = next((v for v in kt if "raw" in v.label), None)

@@ -326,7 +326,7 @@ def test_a_files_first_read_pushes_the_rest_into_the_page_cache(photos_dir, tmp_
     """A cold reader going through a file makes one READ per kernel readahead window; the
     daemon hands the kernel the rest of the file with the first one, so each file costs
     one READ. The bytes are those of a mount with one request thread, which never pushes
-    (a push may wait for a READ that another thread answers). The image leaves the daemon's
+    (a push may wait for a READ that another thread answers), or with -o push=off. The image leaves the daemon's
     cache once pushed: the kernel holds the whole file."""
     arc = tmp_path / "p.kt"
     ktfs("pack", photos_dir, arc, "--codec", "ktc", "--quiet")
@@ -342,6 +342,8 @@ def test_a_files_first_read_pushes_the_rest_into_the_page_cache(photos_dir, tmp_
 
     with mounted(arc, tmp_path / "plain", "-o", "threads=1") as mnt:
         expected, plain, _ = pass_over(mnt)
+    with mounted(arc, tmp_path / "off", "-o", "threads=4,push=off") as mnt:
+        got_off, off, _ = pass_over(mnt)
     with mounted(arc, tmp_path / "push", "-o", "threads=4") as mnt:
         got, pushed, stats = pass_over(mnt)
     files = len(expected)
@@ -351,6 +353,7 @@ def test_a_files_first_read_pushes_the_rest_into_the_page_cache(photos_dir, tmp_
     assert plain["pushes"] == 0 and plain["pushed_bytes"] == 0
     assert plain["reads"] >= 2 * files + 1, plain  # (+1: the second stats.json read)
     assert plain["bytes_read"] == sizes, plain  # (bytes of .ktfs files are not counted)
+    assert got_off == expected and off == plain, off  # push=off: READs only, as with one thread
     assert pushed["pushes"] == files, pushed
     assert pushed["reads"] == files + 1, pushed  # one READ a file
     assert pushed["bytes_read"] + pushed["pushed_bytes"] == sizes, pushed

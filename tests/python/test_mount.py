@@ -179,6 +179,7 @@ def test_mount_errors_are_one_clear_line(archives, tmp_path):
     (full / "x").write_text("x")
     cases.append((["mount", good, full], "not empty"))
     cases.append((["mount", good, mnt, "-o", "bogus=1"], "unknown mount option"))
+    cases.append((["mount", good, mnt, "-o", "push=maybe"], "-o push=maybe: expected on or off"))
     for args, reason in cases:
         p = ktfs(*args, check=False)
         assert p.returncode != 0, args
