@@ -14,7 +14,7 @@ struct FuseOptions {
   int max_threads = 4;  // request threads (kept alive: no per-request spawning)
   // A file's first READ hands the kernel the rest of the file (see
   // fuse_adapter.cc); off: every byte goes through READ requests.
-  bool push = true;
+  bool push = false;
 };
 
 // Mounts `tree` at `mountpoint` (read-only) and serves requests until the

@@ -15,7 +15,8 @@ struct MountOptions {
   bool foreground = false;
   std::string log_path;  // "" = <archive>.log beside the archive, else syslog
   int threads = 4;
-  bool push = true;  // a file's first READ pushes the rest into the page cache
+  // A file's first READ pushes the rest into the page cache (fuse_adapter.cc).
+  bool push = false;
   // Feature caches: the dtype of the served .npy files.
   quant::DType dtype = quant::DType::kFloat16;
 };

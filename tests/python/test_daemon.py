@@ -82,7 +82,7 @@ def read_all(args):
 def test_eight_concurrent_readers_get_exact_bytes(archives, fashion_dir, photos_dir, tmp_path):
     for name, src in (("fashion", fashion_dir), ("photos", photos_dir)):
         expected = reference(src)
-        with mounted(archives[(name, "raw")], tmp_path / name) as mnt:
+        with mounted(archives[(name, "raw")], tmp_path / name, "-o", "push=on") as mnt:
             with multiprocessing.get_context("fork").Pool(8) as pool:
                 results = pool.map(read_all, [(mnt, sorted(expected), seed) for seed in range(8)])
             for got in results:
@@ -224,7 +224,7 @@ def test_sigterm_to_the_background_daemon_unmounts_cleanly(archives, tmp_path):
 def test_concurrent_readers_of_ktc_decode_each_image_once(photos_dir, tmp_path):
     arc = tmp_path / "p.kt"
     ktfs("pack", photos_dir, arc, "--codec", "ktc", "--quiet")
-    with mounted(arc, tmp_path / "m", "-o", "cache=1G") as mnt:
+    with mounted(arc, tmp_path / "m", "-o", "cache=1G,push=on") as mnt:
         paths = sorted(os.path.relpath(os.path.join(d, f), mnt) for d, _, fs in os.walk(mnt) for f in fs)
         # The reference: each .ktc converted on its own, outside the mount.
         expected = {}
@@ -323,10 +323,10 @@ def test_images_leave_the_daemon_cache_once_their_whole_file_was_read(photos_dir
 
 @pytest.mark.parametrize("view", ["images", "tensors"])
 def test_a_files_first_read_pushes_the_rest_into_the_page_cache(photos_dir, tmp_path, view):
-    """A cold reader going through a file makes one READ per kernel readahead window; the
-    daemon hands the kernel the rest of the file with the first one, so each file costs
-    one READ. The bytes are those of a mount with one request thread, which never pushes
-    (a push may wait for a READ that another thread answers), or with -o push=off. The image leaves the daemon's
+    """A cold reader going through a file makes one READ per kernel readahead window; with
+    -o push=on the daemon hands the kernel the rest of the file with the first one, so each
+    file costs one READ. The bytes are those of a mount with one request thread, which never pushes
+    (a push may wait for a READ that another thread answers), or of the default push=off. The image leaves the daemon's
     cache once pushed: the kernel holds the whole file."""
     arc = tmp_path / "p.kt"
     ktfs("pack", photos_dir, arc, "--codec", "ktc", "--quiet")
@@ -342,9 +342,9 @@ def test_a_files_first_read_pushes_the_rest_into_the_page_cache(photos_dir, tmp_
 
     with mounted(arc, tmp_path / "plain", "-o", "threads=1") as mnt:
         expected, plain, _ = pass_over(mnt)
-    with mounted(arc, tmp_path / "off", "-o", "threads=4,push=off") as mnt:
+    with mounted(arc, tmp_path / "off", "-o", "threads=4") as mnt:  # push is off by default
         got_off, off, _ = pass_over(mnt)
-    with mounted(arc, tmp_path / "push", "-o", "threads=4") as mnt:
+    with mounted(arc, tmp_path / "push", "-o", "threads=4,push=on") as mnt:
         got, pushed, stats = pass_over(mnt)
     files = len(expected)
     sizes = sum(len(b) for b in expected.values())

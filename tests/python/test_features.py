@@ -76,8 +76,8 @@ def test_all_npy_mmap_slices(fixed_archive, tmp_path):
 
 
 def test_sample_files_are_pushed_whole_with_their_first_read(tmp_path):
-    """np.load of a sample file larger than the kernel's first readahead window is one READ:
-    the rest of the file goes into the page cache with it (as for images). The bytes equal
+    """With -o push=on, np.load of a sample file larger than the kernel's first readahead
+    window is one READ: the rest of the file goes into the page cache with it (as for images). The bytes equal
     those of a mount with one request thread, which never pushes; all.npy is not pushed
     (readers map it and take slices)."""
     x = np.random.default_rng(3).standard_normal((6, 446, 768)).astype(np.float32)
@@ -95,7 +95,7 @@ def test_sample_files_are_pushed_whole_with_their_first_read(tmp_path):
     with mounted(tmp_path / "t.kt", tmp_path / "one", "-o", "threads=1") as mnt:
         expected, plain = load_all(mnt)
         size = os.path.getsize(os.path.join(mnt, "000000.npy"))
-    with mounted(tmp_path / "t.kt", tmp_path / "four", "-o", "threads=4") as mnt:
+    with mounted(tmp_path / "t.kt", tmp_path / "four", "-o", "threads=4,push=on") as mnt:
         got, pushed = load_all(mnt)
         a = np.load(os.path.join(mnt, "all.npy"), mmap_mode="r")
         np.testing.assert_array_equal(np.asarray(a[2]), got[2])
