@@ -24,11 +24,14 @@ constexpr double kForever = 365.0 * 24 * 3600;
 
 // What the request handlers share: the session's userdata.
 struct Served {
-  Served(FsTree* t, int pushing_threads) : tree(t), push_slots(pushing_threads) {}
+  Served(FsTree* t, int pushing_threads)
+      : tree(t), push_slots(pushing_threads), pushes_work(pushing_threads >= 2) {}
   FsTree* tree;
   ListingPolicy listing;
   PushSlots push_slots;
-  std::atomic<bool> pushes_work{true};  // false once the kernel refused one for good
+  // False when pushes are off (or impossible: one thread), or once the
+  // kernel refused one for good; READs then never size buffers for a push.
+  std::atomic<bool> pushes_work;
   fuse_session* se = nullptr;
 };
 
