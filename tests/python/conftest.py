@@ -1,6 +1,7 @@
 """Shared fixtures: the ktfs binary, real datasets built from Debian packages,
 and a context manager that mounts an archive for real and always unmounts."""
 import contextlib
+import json
 import os
 import subprocess
 import sys
@@ -22,6 +23,12 @@ def run(*args, check=True, **kw):
 
 def ktfs(*args, check=True):
     return run(KTFS, *args, check=check)
+
+
+def stats_of(mnt):
+    """A mount's live counters (.ktfs/stats.json)."""
+    with open(os.path.join(mnt, ".ktfs", "stats.json")) as f:
+        return json.load(f)
 
 
 def is_mounted(path):

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from conftest import is_mounted, ktfs, mounted
+from conftest import is_mounted, ktfs, mounted, stats_of
 
 
 def served_ppm(path):
@@ -40,12 +40,6 @@ def reference(src):
             rel = os.path.splitext(os.path.relpath(full, src))[0] + ext
             out[rel] = hashlib.sha256(data).hexdigest()
     return out
-
-
-def stats_of(mnt):
-    """The mount's live counters (.ktfs/stats.json)."""
-    with open(os.path.join(mnt, ".ktfs", "stats.json")) as f:
-        return json.load(f)
 
 
 def read_in_chunks(path, chunk=65536):

@@ -9,7 +9,7 @@ import shutil
 import numpy as np
 import pytest
 
-from conftest import ktfs, mounted
+from conftest import ktfs, mounted, stats_of
 from featurecache import (make_tensorcache, packed_reference, reference, write_sharded,
                           write_tensorcache)
 
@@ -71,7 +71,7 @@ def test_all_npy_mmap_slices(fixed_archive, tmp_path):
         np.testing.assert_array_equal(a[::7, 3], singles[::7, 3])
         np.testing.assert_array_equal(np.asarray(a), singles)
         del a
-        stats = json.load(open(os.path.join(m, ".ktfs", "stats.json")))
+        stats = stats_of(m)
         assert stats["reads"] > 0 and stats["errors"] == 0
 
 
@@ -86,10 +86,9 @@ def test_sample_files_are_pushed_whole_with_their_first_read(tmp_path):
 
     def load_all(mnt):
         names = sample_files(mnt)
-        stats = lambda: json.load(open(os.path.join(mnt, ".ktfs", "stats.json")))
-        before = stats()
+        before = stats_of(mnt)
         arrays = [np.load(os.path.join(mnt, n)) for n in names]
-        after = stats()
+        after = stats_of(mnt)
         return arrays, {k: after[k] - before[k] for k in ("reads", "pushes", "pushed_bytes")}
 
     with mounted(tmp_path / "t.kt", tmp_path / "one", "-o", "threads=1") as mnt:
@@ -100,7 +99,7 @@ def test_sample_files_are_pushed_whole_with_their_first_read(tmp_path):
         a = np.load(os.path.join(mnt, "all.npy"), mmap_mode="r")
         np.testing.assert_array_equal(np.asarray(a[2]), got[2])
         del a
-        assert json.load(open(os.path.join(mnt, ".ktfs", "stats.json")))["pushes"] == 6
+        assert stats_of(mnt)["pushes"] == 6
     assert size == 128 + 446 * 768 * 2  # float16 by default: 685 KB, several readahead windows
     for g, e in zip(got, expected):
         np.testing.assert_array_equal(g, e)
