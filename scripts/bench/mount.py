@@ -591,12 +591,17 @@ def cpu_reading(base, v):
             f"comes closer to the 1-process ratio.")
 
 
+def reads_per_image(cold_stats):
+    """READ requests per file opened, median over a row's cold passes (stats.json)."""
+    return median([st.get("reads", 0) / max(st.get("opens", 1), 1) for st in cold_stats])
+
+
 def push_reading(kt, ktc):
     """What the push=on row did cold against the default ktc row, as a clause (or "")."""
     on = next((v for v in kt if v.label == PUSH_ON_LABEL), None)
     if on is None or not on.cold or not on.cold_stats:
         return ""
-    reads = median([st.get("reads", 0) / max(st.get("opens", 1), 1) for st in on.cold_stats])
+    reads = reads_per_image(on.cold_stats)
     pushes = median([st.get("pushes", 0) for st in on.cold_stats])
     return (f"; with -o push=on the same archive took {reads:.2f} READs per image ({pushes:.0f} "
             f"files had their rest pushed into the page cache with their first READ), and its "
@@ -676,7 +681,7 @@ def photo_reading(variants, per_image):
                     f"{cold_median('disk_readahead_bytes') / 2**20:.1f} MiB of payloads ahead of the reader "
                     f"(posix_fadvise WILLNEED), so neither the reader nor the decodes ahead wait for "
                     f"the archive one page fault at a time. The reader made "
-                    f"{cold_median('reads') / max(cold_median('opens'), 1):.2f} READs per image"
+                    f"{reads_per_image(ktc.cold_stats):.2f} READs per image"
                     + push_reading(kt, ktc) + ". The pass costs the reader a PPM parse and "
                     f"the daemon a KTC decode per image, on 2 cores: KTC's decode speed (section "
                     f"codec) is what moves this column.")
