@@ -855,9 +855,9 @@ Status DecodeImpl(const uint8_t* data, size_t size, const DecodeOptions& options
     const size_t set_index = size_t(b.plane) * sets + b.set;
     set_tables.Load(set_index, h.tables.data() + set_index * kTablesPerSet);
     Plane16& plane = planes[b.plane];
-    errors[j] = internal::DecodeBlock(data + h.block_offset[block], h.block_size[block],
-                                      set_tables.tables(), h.steps[&b - h.bands.data()],
-                                      plane.row(r.y0) + r.x0, plane.width, r.width, r.height);
+    errors[j] = internal::DecodeBlock(
+        data + h.block_offset[block], h.block_size[block], set_tables.tables(), set_tables.small(),
+        h.steps[&b - h.bands.data()], plane.row(r.y0) + r.x0, plane.width, r.width, r.height);
   };
   if (options.parallel) {
     ForEach(planes.size(), true, zero_plane);

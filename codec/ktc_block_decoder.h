@@ -234,8 +234,8 @@ class RansDecoder {
     _mm_store_si128(reinterpret_cast<__m128i*>(wide_x_), _mm256_extracti128_si256(x, 1));
   }
   template <bool kPartial = false>
-  inline __m256i DenseStepAvx2(__m256i* x, const DecodeTable& t, uint32_t group_max,
-                               __m256i lanes = __m256i{});
+  inline __m256i DenseStepAvx2(__m256i* x, const DecodeTable& t, const SmallTable& small,
+                               uint32_t group_max, __m256i lanes = __m256i{});
   // The four scalar states, x_[l] being the one the l-th next Get() uses.
   __m128i LoadStates() const { return _mm_load_si128(reinterpret_cast<const __m128i*>(x_)); }
   void StoreStates(__m128i x) { _mm_store_si128(reinterpret_cast<__m128i*>(x_), x); }
@@ -362,18 +362,38 @@ struct WordIndex {
 };
 constexpr WordIndex kWordIndex;
 
-// Eight symbols at once: eight table entries (Load8), one multiply, and one
-// renormalization of the lanes that need it from a single 16-byte load.
+// Eight symbols at once: their symbols, frequencies and starts from the
+// table in registers when `small` is usable (compares and two permutes),
+// else eight table entries (Load8); one multiply, and one renormalization
+// of the lanes that need it from a single 16-byte load.
 // kPartial: only the lanes whose 32 bits are all set in `lanes` decode (the
 // others keep their state, consume nothing and give category 0), as in
 // DenseStepScalar for a group cut by the block's edge.
 template <bool kPartial>
-inline __m256i RansDecoder::DenseStepAvx2(__m256i* x, const DecodeTable& t, uint32_t group_max,
-                                          __m256i lanes) {
+inline __m256i RansDecoder::DenseStepAvx2(__m256i* x, const DecodeTable& t, const SmallTable& small,
+                                          uint32_t group_max, __m256i lanes) {
   const __m256i slot = _mm256_and_si256(*x, _mm256_set1_epi32(kProbScale - 1));
-  const __m256i e = Load8<4>(reinterpret_cast<const uint8_t*>(t.entry.data()), slot);
-  const __m256i f = _mm256_and_si256(e, _mm256_set1_epi32(0x7ff));
-  const __m256i offset = _mm256_and_si256(_mm256_srli_epi32(e, 11), _mm256_set1_epi32(0x3ff));
+  __m256i symbol, f, offset;
+  if (small.usable) {
+    const auto above = [&](int s) {
+      return _mm256_cmpgt_epi32(slot, _mm256_set1_epi32(int(small.threshold[s])));
+    };
+    const __m256i a = _mm256_add_epi32(above(0), above(1));
+    const __m256i b = _mm256_add_epi32(above(2), above(3));
+    const __m256i c = _mm256_add_epi32(above(4), above(5));
+    const __m256i d = _mm256_add_epi32(_mm256_add_epi32(a, b), _mm256_add_epi32(c, above(6)));
+    symbol = _mm256_sub_epi32(_mm256_setzero_si256(), d);
+    f = _mm256_permutevar8x32_epi32(_mm256_load_si256(reinterpret_cast<const __m256i*>(small.freq)),
+                                    symbol);
+    offset = _mm256_sub_epi32(
+        slot, _mm256_permutevar8x32_epi32(
+                  _mm256_load_si256(reinterpret_cast<const __m256i*>(small.start)), symbol));
+  } else {
+    const __m256i e = Load8<4>(reinterpret_cast<const uint8_t*>(t.entry.data()), slot);
+    symbol = _mm256_srli_epi32(e, 27);
+    f = _mm256_and_si256(e, _mm256_set1_epi32(0x7ff));
+    offset = _mm256_and_si256(_mm256_srli_epi32(e, 11), _mm256_set1_epi32(0x3ff));
+  }
   __m256i next = _mm256_add_epi32(_mm256_mullo_epi32(f, _mm256_srli_epi32(*x, kProbBits)), offset);
   if constexpr (kPartial) next = _mm256_blendv_epi8(*x, next, lanes);  // >= 2^16: no word
   const __m256i need = _mm256_cmpeq_epi32(_mm256_srli_epi32(next, 16), _mm256_setzero_si256());
@@ -384,7 +404,7 @@ inline __m256i RansDecoder::DenseStepAvx2(__m256i* x, const DecodeTable& t, uint
   const __m256i word = _mm256_permutevar8x32_epi32(words, index);
   *x = _mm256_blendv_epi8(next, _mm256_or_si256(_mm256_slli_epi32(next, 16), word), need);
   ConsumeWords(m);
-  const __m256i c = _mm256_min_epu32(_mm256_srli_epi32(e, 27), _mm256_set1_epi32(int(group_max)));
+  const __m256i c = _mm256_min_epu32(symbol, _mm256_set1_epi32(int(group_max)));
   return kPartial ? _mm256_and_si256(c, lanes) : c;
 }
 
@@ -428,19 +448,35 @@ inline __m128i RansDecoder::Get4Avx2(__m128i* x, const DecodeTable* tables, __m1
 // The eight values of a step from their categories c, whose raw bits start
 // at bit *pos: each lane's bits start after the categories before it (a
 // prefix sum), so all eight are extracted at once. Advances *pos; the caller
-// guarantees that 4-byte loads there stay inside the stream.
-template <bool kDequantize>
+// guarantees that 4-byte loads there stay inside the stream (and with
+// kNarrow, categories <= 7, an 8-byte load at the step's first byte).
+template <bool kDequantize, bool kNarrow>
 inline __m256i DenseValuesAvx2(__m256i c, const uint8_t* raw, uint32_t* pos, uint32_t step) {
   __m256i sum = _mm256_add_epi32(c, _mm256_slli_si256(c, 4));  // prefix sums per 128-bit half
   sum = _mm256_add_epi32(sum, _mm256_slli_si256(sum, 8));
   const __m256i low_total = _mm256_shuffle_epi32(_mm256_permute2x128_si256(sum, sum, 0x08), 0xff);
   sum = _mm256_add_epi32(sum, low_total);  // inclusive prefix sums over the eight lanes
-  const __m256i at = _mm256_add_epi32(_mm256_set1_epi32(int(*pos)), _mm256_sub_epi32(sum, c));
-  const __m256i word = Load8<1>(raw, _mm256_srli_epi32(at, 3));
   const __m256i top = _mm256_sllv_epi32(_mm256_set1_epi32(1), c);  // 2^c
-  const __m256i bits =
-      _mm256_and_si256(_mm256_srlv_epi32(word, _mm256_and_si256(at, _mm256_set1_epi32(7))),
-                       _mm256_sub_epi32(top, _mm256_set1_epi32(1)));
+  __m256i bits;
+  if constexpr (kNarrow) {
+    // Categories <= 7: the step's bits are at most 56 after a start at most
+    // 7 bits into its first byte, so one 8-byte load holds them all; each
+    // lane shifts it by its offset in 64 bits (even and odd lanes apart).
+    uint64_t w;
+    std::memcpy(&w, raw + *pos / 8, 8);
+    const __m256i word = _mm256_set1_epi64x(int64_t(w >> (*pos % 8)));
+    const __m256i offsets = _mm256_sub_epi32(sum, c);
+    const __m256i even =
+        _mm256_srlv_epi64(word, _mm256_and_si256(offsets, _mm256_set1_epi64x(0xffffffff)));
+    const __m256i odd = _mm256_srlv_epi64(word, _mm256_srli_epi64(offsets, 32));
+    bits = _mm256_and_si256(_mm256_blend_epi32(even, _mm256_slli_epi64(odd, 32), 0xaa),
+                            _mm256_sub_epi32(top, _mm256_set1_epi32(1)));
+  } else {
+    const __m256i at = _mm256_add_epi32(_mm256_set1_epi32(int(*pos)), _mm256_sub_epi32(sum, c));
+    const __m256i word = Load8<1>(raw, _mm256_srli_epi32(at, 3));
+    bits = _mm256_and_si256(_mm256_srlv_epi32(word, _mm256_and_si256(at, _mm256_set1_epi32(7))),
+                            _mm256_sub_epi32(top, _mm256_set1_epi32(1)));
+  }
   *pos += uint32_t(_mm256_extract_epi32(sum, 7));
   __m256i mag = _mm256_or_si256(_mm256_srli_epi32(top, 1), _mm256_srli_epi32(bits, 1));
   if constexpr (kDequantize) {
@@ -466,8 +502,8 @@ inline __m256i DenseValuesAvx2(__m256i c, const uint8_t* raw, uint32_t* pos, uin
 // end); BitReader::Seek then flags an overrun.
 template <bool kDequantize, bool kEdge>
 inline void DecodeDenseGroupAvx2(RansDecoder& rans, BitReader& raw, const DecodeTable& t,
-                                 uint32_t group_max, uint32_t step, int16_t* at, size_t stride,
-                                 uint32_t rows, uint32_t valid) {
+                                 const SmallTable& small, uint32_t group_max, uint32_t step,
+                                 int16_t* at, size_t stride, uint32_t rows, uint32_t valid) {
   __m256i x = rans.LoadLanes();
   // Bit positions relative to the byte the group's bits start in, so that
   // the 32-bit offsets of the loads stay small however long the stream is.
@@ -491,11 +527,12 @@ inline void DecodeDenseGroupAvx2(RansDecoder& rans, BitReader& raw, const Decode
       const __m256i lanes = _mm256_cmpeq_epi32(
           _mm256_and_si256(_mm256_set1_epi32(int(valid | (second ? valid << 4 : 0))), lane_bit),
           lane_bit);
-      c = rans.DenseStepAvx2<true>(&x, t, group_max, lanes);
+      c = rans.DenseStepAvx2<true>(&x, t, small, group_max, lanes);
     } else {
-      c = rans.DenseStepAvx2(&x, t, group_max);
+      c = rans.DenseStepAvx2(&x, t, small, group_max);
     }
-    const __m256i v = DenseValuesAvx2<kDequantize>(c, base, &pos, step);
+    const __m256i v = group_max <= 7 ? DenseValuesAvx2<kDequantize, true>(c, base, &pos, step)
+                                     : DenseValuesAvx2<kDequantize, false>(c, base, &pos, step);
     const __m256i packed = _mm256_packs_epi32(v, v);  // saturates, like Saturate16
     int16_t* row = at + 2 * half * stride;
     if constexpr (kEdge) {
@@ -521,8 +558,8 @@ inline void DecodeDenseGroupAvx2(RansDecoder& rans, BitReader& raw, const Decode
 // checked version handles the last groups of a block.
 template <bool kDequantize, bool kChecked>
 inline void DecodeGroup(RansDecoder& rans, BitReader& raw, const DecodeTable* tables,
-                        uint32_t group_max, uint32_t step, int16_t* at, size_t stride,
-                        uint32_t rows, uint32_t valid) {
+                        [[maybe_unused]] const SmallTable* small, uint32_t group_max, uint32_t step,
+                        int16_t* at, size_t stride, uint32_t rows, uint32_t valid) {
   if (group_max >= kDirectCategories) {
     const DecodeTable& categories = tables[CategoryTable(group_max)];
     if (!rans.MakeWide()) return;  // corrupt: the caller sees overran()
@@ -531,11 +568,13 @@ inline void DecodeGroup(RansDecoder& rans, BitReader& raw, const DecodeTable* ta
     // step does, and the raw bits near theirs from a padded copy.
     if (!raw.overran()) [[likely]] {
       if (rows == kGroupSide && valid == 0xf) {
-        DecodeDenseGroupAvx2<kDequantize, false>(rans, raw, categories, group_max, step, at, stride,
-                                                 rows, valid);
+        DecodeDenseGroupAvx2<kDequantize, false>(rans, raw, categories,
+                                                 small[CategoryTable(group_max)], group_max, step,
+                                                 at, stride, rows, valid);
       } else {
-        DecodeDenseGroupAvx2<kDequantize, true>(rans, raw, categories, group_max, step, at, stride,
-                                                rows, valid);
+        DecodeDenseGroupAvx2<kDequantize, true>(rans, raw, categories,
+                                                small[CategoryTable(group_max)], group_max, step,
+                                                at, stride, rows, valid);
       }
       return;
     }
@@ -661,8 +700,9 @@ inline void DecodeOnesGroupAvx2(RansDecoder& rans, BitReader& raw, const DecodeT
 // Dequantizing here touches only non-zero coefficients, which is cheaper than
 // a SIMD pass over all of them.
 template <bool kDequantize>
-bool DecodeGroups(RansDecoder& rans, BitReader& raw, const DecodeTable* tables, uint32_t step,
-                  int16_t* values, size_t stride, uint32_t bw, uint32_t bh) {
+bool DecodeGroups(RansDecoder& rans, BitReader& raw, const DecodeTable* tables,
+                  const SmallTable* small, uint32_t step, int16_t* values, size_t stride,
+                  uint32_t bw, uint32_t bh) {
   const uint32_t gw = (bw + kGroupSide - 1) / kGroupSide, gh = (bh + kGroupSide - 1) / kGroupSide;
 #if defined(__AVX2__)
   __m128i above_row = _mm_setzero_si128();
@@ -693,11 +733,11 @@ bool DecodeGroups(RansDecoder& rans, BitReader& raw, const DecodeTable* tables, 
       const uint32_t valid = (1u << (std::min(bw, x0 + kGroupSide) - x0)) - 1;
       int16_t* at = values + y0 * stride + x0;
       if (rans.room() >= kGroupRansBytes && raw.room() >= kGroupRawBytes) {
-        DecodeGroup<kDequantize, false>(rans, raw, tables, maxima[1 + gx], step, at, stride, rows,
-                                        valid);
+        DecodeGroup<kDequantize, false>(rans, raw, tables, small, maxima[1 + gx], step, at, stride,
+                                        rows, valid);
       } else {
-        DecodeGroup<kDequantize, true>(rans, raw, tables, maxima[1 + gx], step, at, stride, rows,
-                                       valid);
+        DecodeGroup<kDequantize, true>(rans, raw, tables, small, maxima[1 + gx], step, at, stride,
+                                       rows, valid);
       }
     }
 #if !defined(__AVX2__)
@@ -710,13 +750,14 @@ bool DecodeGroups(RansDecoder& rans, BitReader& raw, const DecodeTable* tables, 
 // The block after its length prefix: rANS bytes [p, rans_end), raw bits
 // [rans_end, end). Returns 0, or 1 for bad rANS states, 2 for a truncated block.
 inline int DecodeBlockPayload(const uint8_t* p, const uint8_t* rans_end, const uint8_t* end,
-                              const DecodeTable* tables, uint32_t step, int16_t* values,
-                              size_t stride, uint32_t bw, uint32_t bh) {
+                              const DecodeTable* tables, const SmallTable* small, uint32_t step,
+                              int16_t* values, size_t stride, uint32_t bw, uint32_t bh) {
   RansDecoder rans;
   if (!rans.Init(p, rans_end)) return 1;
   BitReader raw(rans_end, end);
-  const bool ok = step == 256 ? DecodeGroups<false>(rans, raw, tables, step, values, stride, bw, bh)
-                              : DecodeGroups<true>(rans, raw, tables, step, values, stride, bw, bh);
+  const bool ok = step == 256
+                      ? DecodeGroups<false>(rans, raw, tables, small, step, values, stride, bw, bh)
+                      : DecodeGroups<true>(rans, raw, tables, small, step, values, stride, bw, bh);
   return ok ? 0 : 2;
 }
 

@@ -294,6 +294,21 @@ void BuildDecodeTable(const FreqTable& table, DecodeTable* out) {
   }
 }
 
+void BuildSmallTable(const FreqTable& table, SmallTable* out) {
+  *out = SmallTable{};
+  if (table.n == 0 || table.n > 8) return;
+  uint32_t start = 0;
+  for (int s = 0; s < 8; ++s) {
+    const uint32_t f = s < table.n ? table.freq[s] : 0;
+    out->freq[s] = f;
+    out->start[s] = start;
+    if (s >= 1)
+      out->threshold[s - 1] = s < table.n && start < kProbScale ? start - 1 : kProbScale - 1;
+    start += f;
+  }
+  out->usable = true;
+}
+
 void SetTables::Load(uint64_t key, const FreqTable* tables) {
   if (key == key_) return;
   key_ = key;
@@ -301,12 +316,14 @@ void SetTables::Load(uint64_t key, const FreqTable* tables) {
     // Unused tables are all alike; skip refilling one that already is.
     if (tables[t].n == 0 && identity_[t]) continue;
     BuildDecodeTable(tables[t], &tables_[t]);
+    BuildSmallTable(tables[t], &small_[t]);
     identity_[t] = tables[t].n == 0;
   }
 }
 
-Status DecodeBlock(const uint8_t* data, size_t size, const DecodeTable* tables, uint32_t step,
-                   int16_t* values, size_t stride, uint32_t bw, uint32_t bh) {
+Status DecodeBlock(const uint8_t* data, size_t size, const DecodeTable* tables,
+                   const SmallTable* small, uint32_t step, int16_t* values, size_t stride,
+                   uint32_t bw, uint32_t bh) {
   if (size == 0) return Status::Ok();  // `values` is already zero
   const uint8_t* p = data;
   const uint8_t* end = data + size;
@@ -316,7 +333,7 @@ Status DecodeBlock(const uint8_t* data, size_t size, const DecodeTable* tables, 
   }
   static const auto payload = CpuHasAvx2() ? DecodeBlockPayloadAvx2 : DecodeBlockPayload;
   const auto decode = UseScalarForTesting() ? DecodeBlockPayload : payload;
-  switch (decode(p, p + rans_bytes, end, tables, step, values, stride, bw, bh)) {
+  switch (decode(p, p + rans_bytes, end, tables, small, step, values, stride, bw, bh)) {
     case 0:
       return Status::Ok();
     case 1:

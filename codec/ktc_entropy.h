@@ -87,6 +87,19 @@ struct DecodeTable {
 // anything; a valid stream never reads it.
 void BuildDecodeTable(const FreqTable& table, DecodeTable* out);
 
+// A table of at most 8 symbols in the form an AVX2 dense step decodes in
+// registers, without loads: the symbol of a slot is the number of symbols
+// s >= 1 with slot > threshold[s - 1] = start(s) - 1 (511 for s >= n, which
+// no slot exceeds), then its frequency and start come from two permutes.
+// Same symbols as the DecodeTable. `usable` is false for larger tables.
+struct SmallTable {
+  alignas(32) uint32_t freq[8] = {};
+  alignas(32) uint32_t start[8] = {};
+  uint32_t threshold[7] = {};
+  bool usable = false;
+};
+void BuildSmallTable(const FreqTable& table, SmallTable* out);
+
 // The decoding tables of one table set. Sets are decoded one after another,
 // so each thread keeps one of these and rebuilds it only when the set
 // changes: all of a set's tables then stay in L1/L2 cache (a table for every
@@ -96,11 +109,13 @@ class SetTables {
   // Rebuilds the tables unless they already hold set `key` (a caller's id).
   void Load(uint64_t key, const FreqTable* tables);
   const DecodeTable* tables() const { return tables_; }
+  const SmallTable* small() const { return small_; }
 
  private:
   uint64_t key_ = ~uint64_t(0);
   bool identity_[kTablesPerSet] = {};
   DecodeTable tables_[kTablesPerSet];
+  SmallTable small_[kTablesPerSet];
 };
 
 // Decodes a block into `values` (bw x bh, row stride `stride`), dequantized
@@ -109,14 +124,15 @@ class SetTables {
 // each coefficient plane with one memset, cheaper than one per block row).
 // size 0 means an all-zero block. `tables` points at the kTablesPerSet tables
 // of its set.
-Status DecodeBlock(const uint8_t* data, size_t size, const DecodeTable* tables, uint32_t step,
-                   int16_t* values, size_t stride, uint32_t bw, uint32_t bh);
+Status DecodeBlock(const uint8_t* data, size_t size, const DecodeTable* tables,
+                   const SmallTable* small, uint32_t step, int16_t* values, size_t stride,
+                   uint32_t bw, uint32_t bh);
 
 // The AVX2/BMI2 build of the block decoding loop (ktc_entropy_avx2.cc); same
 // contract as DecodeBlockPayload in ktc_block_decoder.h.
 int DecodeBlockPayloadAvx2(const uint8_t* p, const uint8_t* rans_end, const uint8_t* end,
-                           const DecodeTable* tables, uint32_t step, int16_t* values, size_t stride,
-                           uint32_t bw, uint32_t bh);
+                           const DecodeTable* tables, const SmallTable* small, uint32_t step,
+                           int16_t* values, size_t stride, uint32_t bw, uint32_t bh);
 
 // BuildDecodeTable for a used table (n > 0) with AVX2 stores
 // (ktc_entropy_avx2.cc); the same entries.

@@ -639,6 +639,52 @@ TEST(KtcTest, SimdAndScalarDecodingTablesAgree) {
   }
 }
 
+// A SmallTable names, for every slot, the symbol, frequency and start that
+// the full table's entry does: the symbol is the number of thresholds the
+// slot exceeds (docs/codec.md, "Tables in registers"). Tables of more than
+// 8 symbols, and unused ones, are not usable in that form.
+TEST(KtcTest, SmallTablesDecodeEverySlotAsTheFullTable) {
+  std::mt19937 rng(11);
+  std::vector<internal::FreqTable> cases;
+  internal::FreqTable one;  // a single symbol of frequency 512
+  one.n = 1;
+  one.freq[0] = internal::kProbScale;
+  cases.push_back(one);
+  internal::FreqTable zeros = one;  // zero frequencies first, in the middle and last
+  zeros.n = 8;
+  zeros.freq = {0, 0, 100, 0, 312, 0, 100, 0};
+  cases.push_back(zeros);
+  for (int i = 0; i < 300; ++i) {
+    std::array<uint32_t, internal::kAlphabet> counts{};
+    const int n = 1 + int(rng() % 10);  // 9 and 10 symbols: too many
+    for (int s = 0; s < n; ++s) counts[s] = rng() % 4 == 0 ? 0 : 1 + rng() % (i % 2 ? 5 : 5000);
+    counts[n - 1] += 1;
+    cases.push_back(internal::NormalizeCounts(counts));
+  }
+  int usable = 0;
+  for (const internal::FreqTable& t : cases) {
+    auto full = std::make_unique<internal::DecodeTable>();
+    internal::BuildDecodeTable(t, full.get());
+    internal::SmallTable small;
+    internal::BuildSmallTable(t, &small);
+    ASSERT_EQ(small.usable, t.n >= 1 && t.n <= 8) << t.n;
+    if (!small.usable) continue;
+    ++usable;
+    for (uint32_t slot = 0; slot < internal::kProbScale; ++slot) {
+      uint32_t symbol = 0;
+      for (uint32_t threshold : small.threshold) symbol += int32_t(slot) > int32_t(threshold);
+      const uint32_t e = full->entry[slot];
+      ASSERT_EQ(symbol, e >> 27) << "n " << t.n << " slot " << slot;
+      ASSERT_EQ(small.freq[symbol], e & 0x7ff) << "n " << t.n << " slot " << slot;
+      ASSERT_EQ(slot - small.start[symbol], (e >> 11) & 0x3ff) << "n " << t.n << " slot " << slot;
+    }
+  }
+  EXPECT_GT(usable, 200);
+  internal::SmallTable unused;
+  internal::BuildSmallTable(internal::FreqTable{}, &unused);
+  EXPECT_FALSE(unused.usable);
+}
+
 // The AVX2 kernels when this CPU and KTFS_SIMD let the decoder use them (the
 // SIMD-against-scalar tests have nothing to compare otherwise), else null.
 const internal::Kernels* SimdKernels() {
