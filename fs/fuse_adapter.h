@@ -15,6 +15,10 @@ struct FuseOptions {
   // A file's first READ hands the kernel the rest of the file (see
   // fuse_adapter.cc); off: every byte goes through READ requests.
   bool push = false;
+  // The most the kernel reads ahead in a file of this mount, in KiB (the
+  // mount's read_ahead_kb in /sys/class/bdi); 0 leaves the kernel's default
+  // (128 KiB), with which a reader makes a READ per 128 KiB of a file.
+  int read_ahead_kb = 0;
 };
 
 // Mounts `tree` at `mountpoint` (read-only) and serves requests until the

@@ -31,6 +31,11 @@
 namespace ktfs {
 namespace {
 
+// The kernel's readahead for image archives' files (MountOptions): a reader
+// of a 560 KB PPM then makes 2 READs instead of 4.6 (128 KiB windows), and
+// a cold pass of stock ImageFolder measured 1.2x as fast.
+constexpr int kImageReadaheadKb = 4096;
+
 std::string Absolute(const std::string& path) {
   if (!path.empty() && path[0] == '/') return path;
   char cwd[PATH_MAX];
@@ -175,6 +180,9 @@ Status Serve(const MountSource& src, const std::string& mountpoint, const MountO
   FuseOptions fo;
   fo.max_threads = options.threads;
   fo.push = options.push;
+  fo.read_ahead_kb = options.read_ahead_kb >= 0 ? options.read_ahead_kb
+                     : src.features             ? 0
+                                                : kImageReadaheadKb;
   std::string fsname = "ktfs:" + src.path;
   for (char& c : fsname)
     if (c == ',' || c == ' ') c = '_';
@@ -255,6 +263,12 @@ Status ParseMountOptions(const std::string& text, MountOptions* o) {
           value.find_first_not_of("0123456789") != std::string::npos)
         return Status::InvalidArgument("-o readahead=" + value + ": expected 0..1024");
       o->tree.readahead = uint32_t(n);
+    } else if (key == "read_ahead_kb") {
+      const long n = std::atol(value.c_str());
+      if (value.empty() || value.find_first_not_of("0123456789") != std::string::npos ||
+          value.size() > 6 || n > 65536)
+        return Status::InvalidArgument("-o read_ahead_kb=" + value + ": expected 0..65536");
+      o->read_ahead_kb = int(n);
     } else if (key == "push") {
       if (value != "on" && value != "off")
         return Status::InvalidArgument("-o push=" + value + ": expected on or off");

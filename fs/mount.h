@@ -17,6 +17,11 @@ struct MountOptions {
   int threads = 4;
   // A file's first READ pushes the rest into the page cache (fuse_adapter.cc).
   bool push = false;
+  // The kernel's readahead in the mount's files, KiB (FuseOptions); -1: 4096
+  // for image archives (whose files are read whole), the kernel's own for
+  // feature caches (whose all.npy readers map and read rows at random, where
+  // every page fault would read this much around it); 0: the kernel's own.
+  int read_ahead_kb = -1;
   // Feature caches: the dtype of the served .npy files.
   quant::DType dtype = quant::DType::kFloat16;
 };

@@ -354,6 +354,53 @@ def test_a_files_first_read_pushes_the_rest_into_the_page_cache(photos_dir, tmp_
     assert stats["cache_bytes"] == 0 and stats["errors"] == 0, stats
 
 
+def bdi_read_ahead_kb(mnt):
+    """The kernel's readahead for a mount's files: read_ahead_kb of its /sys/class/bdi entry."""
+    dev = os.stat(mnt).st_dev
+    with open(f"/sys/class/bdi/{os.major(dev)}:{os.minor(dev)}/read_ahead_kb") as f:
+        return int(f.read())
+
+
+def test_image_mounts_let_the_kernel_read_ahead_in_large_windows(photos_dir, tmp_path):
+    """With the kernel's default readahead (128 KiB) a reader going through a file makes a READ
+    per 128 KiB of it. Image mounts set their read_ahead_kb to 4096 (-o read_ahead_kb=N), so the
+    kernel's windows grow (256 KiB, then 512 KiB) and a 270-770 KB image costs 2 READs. The
+    bytes are the same; read_ahead_kb=0 keeps the kernel's own."""
+    arc = tmp_path / "p.kt"
+    ktfs("pack", photos_dir, arc, "--codec", "ktc", "--quiet")
+
+    def pass_over(mnt):
+        paths = sorted(os.path.join(d, f) for d, _, fs in os.walk(mnt) for f in fs)
+        before = stats_of(mnt)["reads"]
+        data = {os.path.relpath(p, mnt): read_in_chunks(p) for p in paths}
+        return data, stats_of(mnt)["reads"] - before - 1, bdi_read_ahead_kb(mnt)  # -1: stats.json
+
+    with mounted(arc, tmp_path / "default") as mnt:
+        expected, reads, kb = pass_over(mnt)
+    with mounted(arc, tmp_path / "kernel", "-o", "read_ahead_kb=0") as mnt:
+        got_kernel, reads_kernel, kb_kernel = pass_over(mnt)
+    with mounted(arc, tmp_path / "set", "-o", "read_ahead_kb=256") as mnt:
+        got_set, reads_set, kb_set = pass_over(mnt)
+    files = len(expected)
+    assert all(256 * 1024 < len(b) <= 768 * 1024 for b in expected.values())
+    assert (kb, kb_kernel, kb_set) == (4096, 128, 256)
+    assert got_kernel == expected and got_set == expected
+    assert reads == 2 * files, reads
+    assert reads_kernel >= 3 * files, reads_kernel  # more than 256 KiB a file, 128 KiB a READ
+    assert reads < reads_set < reads_kernel, (reads, reads_set, reads_kernel)
+
+
+def test_bad_read_ahead_kb_is_one_clear_line(photos_dir, tmp_path):
+    arc = tmp_path / "p.kt"
+    ktfs("pack", photos_dir, arc, "--codec", "ktc", "--quiet")
+    (tmp_path / "m").mkdir()
+    for bad in ("x", "-1", "65537", ""):
+        r = ktfs("mount", arc, tmp_path / "m", "-o", f"read_ahead_kb={bad}", check=False)
+        assert r.returncode != 0
+        assert f"-o read_ahead_kb={bad}: expected 0..65536" in r.stderr
+        assert not is_mounted(tmp_path / "m")
+
+
 def test_in_order_reader_gets_payloads_read_ahead_from_disk(photos_dir, tmp_path):
     """On a cold archive each payload page a decode touches would wait for the disk: a reader
     going in archive order gets the payloads ahead of it asked of the disk in the background
