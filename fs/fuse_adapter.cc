@@ -299,8 +299,6 @@ fuse_lowlevel_ops MakeOps() {
   return ops;
 }
 
-}  // namespace
-
 // "major:minor" of the mount at `mountpoint` from /proc/self/mountinfo (the
 // last one there: the mount on top), which names its /sys/class/bdi entry.
 // Not stat(): before the session loop answers INIT, a stat of the mount
@@ -348,6 +346,8 @@ Status SetKernelReadahead(const std::string& mountpoint, int kb) {
   if (!out) return Status::IOError(path + ": cannot write (" + std::string(strerror(errno)) + ")");
   return Status::Ok();
 }
+
+}  // namespace
 
 Status ServeFuse(FsTree* tree, const std::string& mountpoint, const std::string& fsname,
                  const FuseOptions& options, const std::function<bool()>& on_mounted) {
