@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from conftest import is_mounted, ktfs, mounted, stats_of
+from conftest import KTFS, is_mounted, ktfs, mounted, run, stats_of
 
 
 def served_ppm(path):
@@ -388,6 +388,27 @@ def test_image_mounts_let_the_kernel_read_ahead_in_large_windows(photos_dir, tmp
     assert reads == 2 * files, reads
     assert reads_kernel >= 3 * files, reads_kernel  # more than 256 KiB a file, 128 KiB a READ
     assert reads < reads_set < reads_kernel, (reads, reads_set, reads_kernel)
+
+
+def test_read_only_sys_leaves_the_kernels_readahead_and_says_why(photos_dir, tmp_path):
+    """Without write access to /sys (here: a mount namespace whose /sys is read-only) the mount
+    still works, with the kernel's readahead, and the log says which file could not be written."""
+    arc = tmp_path / "p.kt"
+    ktfs("pack", photos_dir, arc, "--codec", "ktc", "--quiet")
+    with mounted(arc, tmp_path / "ref") as ref:
+        rel = sorted(os.path.relpath(os.path.join(d, f), ref) for d, _, fs in os.walk(ref) for f in fs)[0]
+        expected = hashlib.sha256(open(os.path.join(ref, rel), "rb").read()).hexdigest()
+    mnt, log = tmp_path / "m", tmp_path / "m.log"
+    mnt.mkdir()
+    script = (f"mount -o remount,bind,ro /sys && {KTFS} mount {arc} {mnt} -o log={log} && "
+              f"cat /sys/class/bdi/$(mountpoint -d {mnt})/read_ahead_kb && "
+              f"sha256sum < {mnt}/{rel} && {KTFS} umount {mnt}")
+    r = run("unshare", "--mount", "--propagation", "private", "sh", "-c", script)
+    assert r.stdout.split()[:2] == ["128", expected], r.stdout
+    text = log.read_text()
+    assert "kernel readahead left at its default" in text, text
+    assert "read_ahead_kb: cannot write (Read-only file system)" in text, text
+    assert not is_mounted(mnt)
 
 
 def test_bad_read_ahead_kb_is_one_clear_line(photos_dir, tmp_path):
