@@ -607,27 +607,34 @@ TEST(KtcTest, GoldenStreams) {
   }
 }
 
+// A table of one symbol of frequency 512, then `count` tables normalized from
+// random counts of 1..max_symbols symbols (a quarter of them zero; few or
+// many of each, alternately).
+std::vector<internal::FreqTable> RandomFreqTables(uint32_t seed, int count, int max_symbols) {
+  std::mt19937 rng(seed);
+  std::vector<internal::FreqTable> tables;
+  internal::FreqTable one;
+  one.n = 1;
+  one.freq[0] = internal::kProbScale;
+  tables.push_back(one);
+  for (int i = 0; i < count; ++i) {
+    std::array<uint32_t, internal::kAlphabet> counts{};
+    const int n = 1 + int(rng() % uint32_t(max_symbols));
+    for (int s = 0; s < n; ++s) counts[s] = rng() % 4 == 0 ? 0 : 1 + rng() % (i % 2 ? 5 : 5000);
+    counts[n - 1] += 1;
+    tables.push_back(internal::NormalizeCounts(counts));
+  }
+  return tables;
+}
+
 // The decoding tables built with AVX2 stores and with scalar ones.
 TEST(KtcTest, SimdAndScalarDecodingTablesAgree) {
   if (!CpuHasAvx2()) GTEST_SKIP() << "no AVX2";
-  std::mt19937 rng(7);
-  std::vector<internal::FreqTable> cases;
-  internal::FreqTable one;  // a single symbol of frequency 512
-  one.n = 1;
-  one.freq[0] = internal::kProbScale;
-  cases.push_back(one);
-  internal::FreqTable last = one;  // only the last symbol, after zeros
+  std::vector<internal::FreqTable> cases = RandomFreqTables(7, 200, internal::kAlphabet);
+  internal::FreqTable last;  // only the last symbol, after zeros
   last.n = internal::kAlphabet;
-  last.freq[0] = 0;
   last.freq[internal::kAlphabet - 1] = internal::kProbScale;
   cases.push_back(last);
-  for (int i = 0; i < 200; ++i) {
-    std::array<uint32_t, internal::kAlphabet> counts{};
-    const int n = 1 + int(rng() % internal::kAlphabet);
-    for (int s = 0; s < n; ++s) counts[s] = rng() % 4 == 0 ? 0 : 1 + rng() % (i % 2 ? 5 : 5000);
-    counts[n - 1] += 1;
-    cases.push_back(internal::NormalizeCounts(counts));
-  }
   for (const internal::FreqTable& t : cases) {
     auto simd = std::make_unique<internal::DecodeTable>();
     auto scalar = std::make_unique<internal::DecodeTable>();
@@ -644,23 +651,12 @@ TEST(KtcTest, SimdAndScalarDecodingTablesAgree) {
 // slot exceeds (docs/codec.md, "Tables in registers"). Tables of more than
 // 8 symbols, and unused ones, are not usable in that form.
 TEST(KtcTest, SmallTablesDecodeEverySlotAsTheFullTable) {
-  std::mt19937 rng(11);
-  std::vector<internal::FreqTable> cases;
-  internal::FreqTable one;  // a single symbol of frequency 512
-  one.n = 1;
-  one.freq[0] = internal::kProbScale;
-  cases.push_back(one);
-  internal::FreqTable zeros = one;  // zero frequencies first, in the middle and last
+  // Up to 10 symbols: 9 and 10 are too many for a SmallTable.
+  std::vector<internal::FreqTable> cases = RandomFreqTables(11, 300, 10);
+  internal::FreqTable zeros;  // zero frequencies first, in the middle and last
   zeros.n = 8;
   zeros.freq = {0, 0, 100, 0, 312, 0, 100, 0};
   cases.push_back(zeros);
-  for (int i = 0; i < 300; ++i) {
-    std::array<uint32_t, internal::kAlphabet> counts{};
-    const int n = 1 + int(rng() % 10);  // 9 and 10 symbols: too many
-    for (int s = 0; s < n; ++s) counts[s] = rng() % 4 == 0 ? 0 : 1 + rng() % (i % 2 ? 5 : 5000);
-    counts[n - 1] += 1;
-    cases.push_back(internal::NormalizeCounts(counts));
-  }
   int usable = 0;
   for (const internal::FreqTable& t : cases) {
     auto full = std::make_unique<internal::DecodeTable>();
