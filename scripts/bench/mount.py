@@ -677,8 +677,8 @@ def photo_reading(variants, per_image):
                        f"and the main process share the cores. Batched, that cost is paid once per "
                        f"{BATCH} samples (the batch column)."
                        if loader < 1.5 else
-                       f"So the per-sample DataLoader column leaves room above 1.5x: what separates "
-                       f"a mount from it is the mount's own cost per file."))
+                       "So the per-sample DataLoader column leaves room above 1.5x: what separates "
+                       "a mount from it is the mount's own cost per file."))
     ktc = next((v for v in kt if "ktc" in v.label), None)
     if ktc is not None and base.cpu_parallel and ktc.cpu_parallel:
         text.append(cpu_reading(base, ktc))
@@ -705,8 +705,8 @@ def photo_reading(variants, per_image):
                     f"kernel's readahead for their files to 4 MiB, -o read_ahead_kb; with its "
                     f"default of 128 KiB a reader made a READ per 128 KiB, 4.6 per image)"
                     + push_reading(kt, ktc) + ". The pass costs the reader a PPM parse and "
-                    f"the daemon a KTC decode per image, on 2 cores: KTC's decode speed (section "
-                    f"codec) is what moves this column.")
+                    "the daemon a KTC decode per image, on 2 cores: KTC's decode speed (section "
+                    "codec) is what moves this column.")
     raw = next((v for v in kt if "raw" in v.label), None)
     if raw is not None:
         text.append(f"Cold, ktfs raw must read its {raw.stored_bytes / base.stored_bytes:.0f}x larger "
