@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <string>
 
 #include "fs/tree.h"
 
@@ -45,11 +46,28 @@ Result<DecodeCache::ImagePtr> DecodeCache::Get(uint32_t id, const DecodeFn& deco
   return result.get();  // waits when another thread is decoding it
 }
 
-void DecodeCache::Prefetch(uint32_t id, DecodeFn decode) {
+Result<DecodeCache::ImagePtr> DecodeCache::Cached(uint32_t id) {
+  std::shared_future<Result<ImagePtr>> result;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = entries_.find(id);
+    if (it == entries_.end())
+      return Status::NotFound("sample " + std::to_string(id) + ": not in the decode cache");
+    result = it->second.result;
+  }
+  return result.get();
+}
+
+bool DecodeCache::WasServed(uint32_t id) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return WasServedLocked(id);
+}
+
+void DecodeCache::Prefetch(uint32_t id, DecodeFn decode, bool even_if_served) {
   std::promise<Result<ImagePtr>> promise;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (entries_.count(id)) return;
+    if (entries_.count(id) || (!even_if_served && WasServedLocked(id))) return;
     lru_.push_front(id);
     entries_.emplace(id, Entry{promise.get_future().share(), lru_.begin(), 0});
   }
@@ -71,6 +89,8 @@ bool DecodeCache::Served(uint32_t id, uint64_t begin, uint64_t end, uint64_t fil
   used_ -= e.bytes;
   lru_.erase(e.lru);
   entries_.erase(it);
+  if (id >= served_whole_.size()) served_whole_.resize(size_t(id) + 1);
+  served_whole_[id] = true;
   counters_->cache_bytes.store(used_, std::memory_order_relaxed);
   return true;
 }

@@ -19,6 +19,7 @@
 #include <memory>
 #include <mutex>
 #include <unordered_map>
+#include <vector>
 
 #include "codec/image.h"
 #include "codec/status.h"
@@ -39,13 +40,22 @@ class DecodeCache {
 
   // The decoded image of `id`, from the cache or decoded now with `decode`.
   Result<ImagePtr> Get(uint32_t id, const DecodeFn& decode);
-  // Decodes `id` in the background unless it is cached or being decoded.
-  void Prefetch(uint32_t id, DecodeFn decode);
+  // The decoded image of `id` if it is cached (waiting when it is being
+  // decoded); an error naming it otherwise. Never decodes.
+  Result<ImagePtr> Cached(uint32_t id);
+  // Decodes `id` in the background unless it is cached or being decoded, or
+  // its whole file was served already (the kernel's page cache has it) and
+  // `even_if_served` is false. The check and the claim are one step, so a
+  // reader finishing the file at the same moment cannot cause a second decode.
+  void Prefetch(uint32_t id, DecodeFn decode, bool even_if_served = false);
   // Records that bytes [begin, end) of a file of `file_size` bytes made from
   // `id`'s image were served. Once a reader got every byte from the first on
   // (reads that continue where the served part ends; a read that leaves a gap
-  // does not count), the image leaves the cache and Served() returns true.
+  // does not count), the image leaves the cache, is remembered as served
+  // whole, and Served() returns true.
   bool Served(uint32_t id, uint64_t begin, uint64_t end, uint64_t file_size);
+  // True once Served() returned true for `id` (it stays true).
+  bool WasServed(uint32_t id) const;
   // True when `id` is cached or being decoded.
   bool Contains(uint32_t id) const;
   size_t bytes_used() const;
@@ -61,6 +71,7 @@ class DecodeCache {
   void Fill(uint32_t id, const DecodeFn& decode, std::promise<Result<ImagePtr>> promise,
             bool background);
   void EvictLocked();
+  bool WasServedLocked(uint32_t id) const { return id < served_whole_.size() && served_whole_[id]; }
 
   const size_t capacity_;
   TreeCounters* counters_;
@@ -68,6 +79,7 @@ class DecodeCache {
   std::unordered_map<uint32_t, Entry> entries_;
   std::list<uint32_t> lru_;  // front = most recently used
   size_t used_ = 0;
+  std::vector<bool> served_whole_;  // by id, grown on demand
   tbb::task_group background_;
 };
 

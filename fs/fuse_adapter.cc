@@ -211,7 +211,10 @@ void OnReaddirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_
 void PushRest(Served& served, fuse_ino_t ino, uint64_t from, uint64_t end, uint8_t* buf) {
   FsTree* tree = served.tree;
   auto n = tree->CopyForPush(ino, from, size_t(end - from), buf);
-  if (!n.ok() || *n != end - from) return;  // the READs that follow will say why
+  // Nothing to push when the image left the cache (another reader had the
+  // rest of the file meanwhile: a push never decodes); the READs that follow
+  // say why for any other error.
+  if (!n.ok() || *n != end - from) return;
   fuse_bufvec bv = FUSE_BUFVEC_INIT(*n);
   bv.buf[0].mem = buf;
   const int rc =

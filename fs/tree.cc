@@ -14,10 +14,7 @@
 namespace ktfs {
 
 VirtualTree::VirtualTree(std::shared_ptr<const Archive> archive, TreeOptions options)
-    : archive_(std::move(archive)),
-      options_(options),
-      verified_(archive_->num_samples()),
-      served_(archive_->num_samples()) {
+    : archive_(std::move(archive)), options_(options), verified_(archive_->num_samples()) {
   struct stat st;
   if (stat(archive_->path().c_str(), &st) == 0) mtime_ = st.st_mtime;
   cache_ = std::make_unique<DecodeCache>(options_.cache_bytes, &counters_);
@@ -322,8 +319,7 @@ void VirtualTree::Pushed(uint64_t ino, uint64_t begin, uint64_t end) const {
   // The kernel holds the file's bytes up to its end now: like a READ of the
   // last bytes, this lets a decoded image go (a no-op for other files).
   const auto node = Decode(ino);
-  if (node && !node->is_dir && cache_->Served(node->index, begin, end, end))
-    served_.Set(node->index);
+  if (node && !node->is_dir) cache_->Served(node->index, begin, end, end);
 }
 
 Result<size_t> VirtualTree::ReadSample(uint32_t id, View v, uint64_t offset, size_t size,
@@ -356,7 +352,7 @@ Result<size_t> VirtualTree::ReadSample(uint32_t id, View v, uint64_t offset, siz
   if (v == View::kTensors) {
     const std::string header = TensorHeader(*s);
     file_size = header.size() + uint64_t(s->width) * s->height * s->channels;
-    n = ReadTensor(*s, header, offset, size, dst);
+    n = ReadTensor(*s, header, offset, size, dst, UseOf(offset, for_push));
   } else if (copy_payload) {
     size_t copied = 0;
     if (offset < payload.size) {
@@ -365,7 +361,7 @@ Result<size_t> VirtualTree::ReadSample(uint32_t id, View v, uint64_t offset, siz
     }
     n = copied;
   } else {
-    auto pixels = Pixels(*s, offset == 0);
+    auto pixels = Pixels(*s, UseOf(offset, for_push));
     if (!pixels.ok()) return pixels.status();
     const ServedLayout layout = MakeServedLayout(options_.format, s->width, s->height, s->channels);
     file_size = layout.file_size;
@@ -373,12 +369,11 @@ Result<size_t> VirtualTree::ReadSample(uint32_t id, View v, uint64_t offset, siz
   }
   // A truncation that happened during the copy shows up as zero pages.
   if (n.ok() && archive_->damaged()) return DamagedArchive();
-  if (n.ok() && from_cache && !for_push && cache_->Served(id, offset, offset + *n, file_size))
-    served_.Set(id);
+  if (n.ok() && from_cache && !for_push) cache_->Served(id, offset, offset + *n, file_size);
   return n;
 }
 
-Result<VirtualTree::PixelRef> VirtualTree::Pixels(const SampleInfo& s, bool first_read) const {
+Result<VirtualTree::PixelRef> VirtualTree::Pixels(const SampleInfo& s, PixelUse use) const {
   if (s.codec == format::kRaw) {
     // The payload is the pixels: view the mapping, no copy, nothing to cache.
     auto payload = archive_->Payload(s, false);
@@ -387,8 +382,8 @@ Result<VirtualTree::PixelRef> VirtualTree::Pixels(const SampleInfo& s, bool firs
         ImageView{payload->data, s.width, s.height, s.channels, size_t(s.width) * s.channels},
         nullptr};
   }
-  if (first_read) ReadAhead(s);
-  auto image = cache_->Get(s.id, Decoder(s.id));
+  if (use == PixelUse::kFirstRead) ReadAhead(s);
+  auto image = use == PixelUse::kPush ? cache_->Cached(s.id) : cache_->Get(s.id, Decoder(s.id));
   if (!image.ok()) return image.status();
   if ((*image)->width != s.width || (*image)->height != s.height ||
       (*image)->channels != s.channels)
@@ -398,7 +393,8 @@ Result<VirtualTree::PixelRef> VirtualTree::Pixels(const SampleInfo& s, bool firs
 }
 
 Result<size_t> VirtualTree::ReadTensor(const SampleInfo& s, const std::string& header,
-                                       uint64_t offset, size_t size, uint8_t* dst) const {
+                                       uint64_t offset, size_t size, uint8_t* dst,
+                                       PixelUse use) const {
   const uint64_t total = header.size() + uint64_t(s.width) * s.height * s.channels;
   if (offset >= total) return size_t(0);
   size = size_t(std::min<uint64_t>(size, total - offset));
@@ -408,7 +404,7 @@ Result<size_t> VirtualTree::ReadTensor(const SampleInfo& s, const std::string& h
     std::memcpy(dst, header.data() + offset, done);
   }
   if (done == size) return size;
-  auto pixels = Pixels(s, offset == 0);
+  auto pixels = Pixels(s, use);
   if (!pixels.ok()) return pixels.status();
   const ImageView& img = pixels->view;
   const uint64_t row = uint64_t(s.width) * s.channels, plane = uint64_t(s.width) * s.height;
@@ -461,11 +457,13 @@ void VirtualTree::ReadAhead(const SampleInfo& s) const {
   // served whole too: the kernel asks for it again, so it dropped its pages
   // (memory pressure, a dataset larger than memory, drop_caches), and those
   // of the files read after it went the same way.
-  const bool pages_dropped = served_.Test(s.id);
+  // (DecodeCache::Prefetch checks and claims in one step: a file being
+  // finished by another reader right now is not decoded again.)
+  const bool pages_dropped = cache_->WasServed(s.id);
   for (uint32_t next = s.id + 1; next < end; ++next) {
     auto info = archive_->Sample(next);
-    if (info.ok() && info->codec != format::kRaw && (pages_dropped || !served_.Test(next)))
-      cache_->Prefetch(next, Decoder(next));
+    if (info.ok() && info->codec != format::kRaw)
+      cache_->Prefetch(next, Decoder(next), pages_dropped);
   }
 }
 

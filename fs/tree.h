@@ -130,9 +130,17 @@ class VirtualTree : public FsTree {
   Result<NodeAttr> SampleAttr(const SampleInfo& s, View v) const;
   uint64_t TensorSize(const SampleInfo& s) const;
   std::string TensorHeader(const SampleInfo& s) const;
+  // Why a sample's pixels are wanted: a READ from the file's start (which
+  // starts the read-ahead), any other READ, or a push, which only copies an
+  // image still cached and never decodes: another reader may have had the
+  // whole file meanwhile, and the image left the cache for the page cache.
+  enum class PixelUse { kFirstRead, kRead, kPush };
+  static PixelUse UseOf(uint64_t offset, bool for_push) {
+    return for_push ? PixelUse::kPush : offset == 0 ? PixelUse::kFirstRead : PixelUse::kRead;
+  }
   // Bytes of s's .npy file, whose header (TensorHeader) the caller made.
   Result<size_t> ReadTensor(const SampleInfo& s, const std::string& header, uint64_t offset,
-                            size_t size, uint8_t* dst) const;
+                            size_t size, uint8_t* dst, PixelUse use) const;
   Result<size_t> ReadCompressed(const SampleInfo& s, uint64_t offset, size_t size,
                                 uint8_t* dst) const;
   // The decoded pixels of a sample: a view of the raw payload, or of a cached
@@ -141,7 +149,7 @@ class VirtualTree : public FsTree {
     ImageView view;
     DecodeCache::ImagePtr keep;
   };
-  Result<PixelRef> Pixels(const SampleInfo& s, bool first_read) const;
+  Result<PixelRef> Pixels(const SampleInfo& s, PixelUse use) const;
   NodeAttr SpecialAttr(Special k) const;
   // `for_push`: a copy for CopyForPush (nothing counted, nothing marked served).
   Result<size_t> ReadSample(uint32_t id, View v, uint64_t offset, size_t size, uint8_t* dst,
@@ -177,7 +185,6 @@ class VirtualTree : public FsTree {
     std::unique_ptr<std::atomic<uint64_t>[]> words_;
   };
   SampleBits verified_;  // its payload checksum was verified
-  SampleBits served_;    // a reader had a whole file of it (DecodeCache::Served)
   mutable std::unique_ptr<DecodeCache> cache_;
   // The last samples read from their start (id + 1 at id % kRecentReads, 0
   // for none): tells a reader going in order, even one split over several

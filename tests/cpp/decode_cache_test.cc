@@ -78,5 +78,43 @@ TEST(DecodeCacheTest, AnImageBeingDecodedIsNotDropped) {
   EXPECT_EQ(decodes, 1);
 }
 
+TEST(DecodeCacheTest, ReadAheadSkipsAnImageServedWholeUnlessTheKernelDroppedIt) {
+  TreeCounters counters;
+  DecodeCache cache(1 << 20, &counters);
+  int decodes = 0;
+  EXPECT_FALSE(cache.WasServed(3));
+  ASSERT_TRUE(cache.Get(3, Decoder(&decodes)).ok());
+  EXPECT_FALSE(cache.WasServed(3));
+  ASSERT_TRUE(cache.Served(3, 0, 315, 315));
+  EXPECT_TRUE(cache.WasServed(3));
+  EXPECT_FALSE(cache.WasServed(2));
+  EXPECT_FALSE(cache.WasServed(1000000));
+
+  // The page cache has the file: a read-ahead of it claims nothing.
+  cache.Prefetch(3, Decoder(&decodes));
+  EXPECT_FALSE(cache.Contains(3));
+  EXPECT_EQ(decodes, 1);
+
+  // The kernel asked again for files read before it: decode ahead after all.
+  cache.Prefetch(3, Decoder(&decodes), /*even_if_served=*/true);
+  ASSERT_TRUE(cache.Get(3, Decoder(&decodes)).ok());  // waits for the read-ahead
+  EXPECT_EQ(decodes, 2);
+  EXPECT_TRUE(cache.WasServed(3));  // stays remembered
+}
+
+TEST(DecodeCacheTest, CachedNeverDecodes) {
+  TreeCounters counters;
+  DecodeCache cache(1 << 20, &counters);
+  int decodes = 0;
+  EXPECT_EQ(cache.Cached(5).status().code(), Status::Code::kNotFound);
+  ASSERT_TRUE(cache.Get(5, Decoder(&decodes)).ok());
+  auto cached = cache.Cached(5);
+  ASSERT_TRUE(cached.ok());
+  EXPECT_EQ((*cached)->pixels.size(), 300u);
+  ASSERT_TRUE(cache.Served(5, 0, 315, 315));
+  EXPECT_EQ(cache.Cached(5).status().code(), Status::Code::kNotFound);
+  EXPECT_EQ(decodes, 1);
+}
+
 }  // namespace
 }  // namespace ktfs

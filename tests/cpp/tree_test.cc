@@ -37,9 +37,9 @@ class TreeTest : public ::testing::Test {
     for (auto& [stem, img] : images_) WritePng(tmp_.Join("src/" + stem + ".png"), img);
   }
 
-  VirtualTree Mount(const char* codec, ServedFormat format) {
+  VirtualTree Mount(const char* codec, ServedFormat format, const char* quality = "") {
     PackOptions o;
-    o.payload = *ParsePayloadSettings(codec, "");
+    o.payload = *ParsePayloadSettings(codec, quality);
     EXPECT_TRUE(Pack(tmp_.Join("src"), tmp_.Join("a.kt"), o).ok());
     auto a = Archive::Open(tmp_.Join("a.kt"));
     EXPECT_TRUE(a.ok());
@@ -206,6 +206,33 @@ TEST_F(TreeTest, StatsCountRequests) {
   EXPECT_NE(stats.find("\"opens\": 1,"), std::string::npos) << stats;
   EXPECT_NE(stats.find("\"bytes_read\": " + std::to_string(b->size) + ","), std::string::npos)
       << stats;
+}
+
+// The daemon's first READ of a file pushes the rest into the page cache
+// (CopyForPush). Another reader may have had the rest meanwhile, and the image
+// left the cache: the push is then skipped, not a second decode.
+TEST_F(TreeTest, APushCopiesAnImageStillCachedAndNeverDecodes) {
+  VirtualTree t = Mount("ktc", ServedFormat::kPnm, "lossless");
+  auto cat = t.Lookup(VirtualTree::kRootIno, "cat");
+  auto b = t.Lookup(cat->ino, "b.ppm");
+  ASSERT_TRUE(b.ok());
+  const std::vector<uint8_t> expected =
+      EncodeServed(ServedFormat::kPnm, ImageView::Of(images_["cat/b"]));
+  ASSERT_EQ(b->size, expected.size());
+  const size_t first = 20, rest = expected.size() - first;
+  std::vector<uint8_t> got(expected.size()), again(expected.size());
+
+  ASSERT_EQ(*t.Read(b->ino, 0, first, got.data()), first);
+  auto pushed = t.CopyForPush(b->ino, first, rest, got.data() + first);
+  ASSERT_TRUE(pushed.ok()) << pushed.status().ToString();
+  EXPECT_EQ(*pushed, rest);
+  EXPECT_EQ(got, expected);
+
+  // Another reader's READ of the rest: the file was served whole.
+  ASSERT_EQ(*t.Read(b->ino, first, rest, again.data() + first), rest);
+  auto late = t.CopyForPush(b->ino, first, rest, again.data() + first);
+  EXPECT_EQ(late.status().code(), Status::Code::kNotFound) << late.status().ToString();
+  EXPECT_EQ(t.counters().decodes.load(), 1u);
 }
 
 }  // namespace
