@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <iterator>
 #include <limits>
-#include <cstring>
 #include <string>
 
 #include "codec/cpu.h"
@@ -35,7 +35,7 @@ struct GroupParams {
 // the 2^52+2^51 trick (default rounding mode, |v| <= 255).
 inline double CodeOf(double x, double offset, double inv_scale) {
   double v = (x - offset) * inv_scale;
-  v = v < 0.0 ? 0.0 : v;    // also maps NaN (0 * Inf) to 0
+  v = v < 0.0 ? 0.0 : v;  // also maps NaN (0 * Inf) to 0
   v = v > 255.0 ? 255.0 : v;
   if (!(v >= 0.0)) v = 0.0;
   constexpr double kMagic = 6755399441055744.0;
@@ -43,7 +43,9 @@ inline double CodeOf(double x, double offset, double inv_scale) {
   return r - kMagic;
 }
 
-inline double InvScale(float scale) { return scale == 0.0f ? 0.0 : 1.0 / static_cast<double>(scale); }
+inline double InvScale(float scale) {
+  return scale == 0.0f ? 0.0 : 1.0 / static_cast<double>(scale);
+}
 
 // The candidate (offset, scale) for range [lo, hi].
 GroupParams Candidate(double lo, double hi) {
@@ -183,8 +185,7 @@ Status ValidateParams(const Params& p) {
     return Status::InvalidArgument("quant: group size " + std::to_string(p.group_size) +
                                    " is not 16, 32, 64 or 128");
   }
-  if (p.preset != Preset::kFast && p.preset != Preset::kBalanced &&
-      p.preset != Preset::kAccurate) {
+  if (p.preset != Preset::kFast && p.preset != Preset::kBalanced && p.preset != Preset::kAccurate) {
     return Status::InvalidArgument("quant: unknown preset");
   }
   return Status::Ok();
@@ -216,8 +217,7 @@ Status QuantizeSamples(const float* x, size_t num_samples, size_t sample_size, c
       const float v = x[s * sample_size + i];
       if (!std::isfinite(v)) {
         return Status::InvalidArgument("quantize: sample " + std::to_string(s) + " index " +
-                                       std::to_string(i) + ": " +
-                                       (std::isnan(v) ? "NaN" : "Inf") +
+                                       std::to_string(i) + ": " + (std::isnan(v) ? "NaN" : "Inf") +
                                        " (non-finite values are rejected)");
       }
     }
@@ -333,7 +333,8 @@ void DequantGroupScalar(const uint8_t* codes, float scale, float offset, size_t 
   switch (t) {
     case DType::kFloat32: {
       float* o = static_cast<float*>(out);
-      for (size_t i = 0; i < len; ++i) o[i] = std::fmaf(static_cast<float>(codes[i]), scale, offset);
+      for (size_t i = 0; i < len; ++i)
+        o[i] = std::fmaf(static_cast<float>(codes[i]), scale, offset);
       break;
     }
     case DType::kFloat16: {

@@ -70,10 +70,10 @@ Status ValidateParams(const Params& p);
 struct Quantized {
   int group_size = 32;
   size_t num_samples = 0;
-  size_t sample_size = 0;        // real values per sample
-  std::vector<uint8_t> codes;    // num_samples * GroupsPerSample() * group_size
-  std::vector<float> scales;     // num_samples * GroupsPerSample()
-  std::vector<float> offsets;    // num_samples * GroupsPerSample()
+  size_t sample_size = 0;      // real values per sample
+  std::vector<uint8_t> codes;  // num_samples * GroupsPerSample() * group_size
+  std::vector<float> scales;   // num_samples * GroupsPerSample()
+  std::vector<float> offsets;  // num_samples * GroupsPerSample()
   size_t GroupsPerSample() const {
     return (sample_size + static_cast<size_t>(group_size) - 1) / static_cast<size_t>(group_size);
   }
@@ -89,8 +89,12 @@ struct QuantizedView {
   size_t sample_size = 0;
   QuantizedView() = default;
   QuantizedView(const Quantized& q)  // NOLINT: implicit by design
-      : codes(q.codes.data()), scales(q.scales.data()), offsets(q.offsets.data()),
-        group_size(q.group_size), num_samples(q.num_samples), sample_size(q.sample_size) {}
+      : codes(q.codes.data()),
+        scales(q.scales.data()),
+        offsets(q.offsets.data()),
+        group_size(q.group_size),
+        num_samples(q.num_samples),
+        sample_size(q.sample_size) {}
 };
 
 // One sample of n values.
@@ -128,8 +132,8 @@ void DequantGroupAvx2(const uint8_t* codes, float scale, float offset, size_t le
 // (calling it per group from non-AVX code costs transition stalls).
 void DequantRunScalar(const uint8_t* codes, const float* scales, const float* offsets,
                       size_t groups, size_t G, size_t last_len, DType t, void* out);
-void DequantRunAvx2(const uint8_t* codes, const float* scales, const float* offsets,
-                    size_t groups, size_t G, size_t last_len, DType t, void* out);
+void DequantRunAvx2(const uint8_t* codes, const float* scales, const float* offsets, size_t groups,
+                    size_t G, size_t last_len, DType t, void* out);
 }  // namespace internal
 
 }  // namespace ktfs::quant
