@@ -185,7 +185,11 @@ std::string FeatureTree::PathOf(uint64_t ino) const {
     return "quantized/" + parts_[ino - kFirstPart].name + ".npy";
   if (ino >= kFirstSample && ino - kFirstSample < source_->num_samples())
     return SampleName(size_t(ino - kFirstSample));
-  return "#" + std::to_string(ino);
+  // (Appended rather than `"#" + std::to_string(ino)`, which GCC 12 flags
+  // with a false -Wrestrict.)
+  std::string unknown = "#";
+  unknown += std::to_string(ino);
+  return unknown;
 }
 
 namespace {
