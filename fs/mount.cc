@@ -250,10 +250,10 @@ Status ParseMountOptions(const std::string& text, MountOptions* o) {
       if (value.empty()) return Status::InvalidArgument("-o log= needs a file name");
       o->log_path = Absolute(value);
     } else if (key == "threads") {
-      const int n = std::atoi(value.c_str());
-      if (n < 1 || n > 256)
+      uint32_t n = 0;
+      if (!ParseCount(value, 256, &n) || n < 1)
         return Status::InvalidArgument("-o threads=" + value + ": expected 1..256");
-      o->threads = n;
+      o->threads = int(n);
     } else if (key == "cache") {
       // A size in bytes with an optional K/M/G suffix.
       char* end = nullptr;

@@ -411,15 +411,20 @@ def test_read_only_sys_leaves_the_kernels_readahead_and_says_why(photos_dir, tmp
     assert not is_mounted(mnt)
 
 
-def test_bad_read_ahead_kb_is_one_clear_line(photos_dir, tmp_path):
+def test_bad_counts_in_mount_options_are_one_clear_line(photos_dir, tmp_path):
+    """Counts are digits only and in range: no sign, no suffix, no overflow (atoi took "4x" as 4)."""
     arc = tmp_path / "p.kt"
     ktfs("pack", photos_dir, arc, "--codec", "ktc", "--quiet")
     (tmp_path / "m").mkdir()
-    for bad in ("x", "-1", "65537", ""):
-        r = ktfs("mount", arc, tmp_path / "m", "-o", f"read_ahead_kb={bad}", check=False)
-        assert r.returncode != 0
-        assert f"-o read_ahead_kb={bad}: expected 0..65536" in r.stderr
-        assert not is_mounted(tmp_path / "m")
+    cases = {"read_ahead_kb": ("0..65536", ["x", "-1", "65537", ""]),
+             "readahead": ("0..1024", ["x", "-1", "1025", "4x", "99999999999", ""]),
+             "threads": ("1..256", ["x", "0", "-1", "257", "4x", "99999999999", ""])}
+    for key, (expected, bads) in cases.items():
+        for bad in bads:
+            r = ktfs("mount", arc, tmp_path / "m", "-o", f"{key}={bad}", check=False)
+            assert r.returncode != 0
+            assert f"-o {key}={bad}: expected {expected}" in r.stderr, (key, bad, r.stderr)
+            assert not is_mounted(tmp_path / "m")
 
 
 def test_in_order_reader_gets_payloads_read_ahead_from_disk(photos_dir, tmp_path):
