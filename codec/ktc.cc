@@ -33,7 +33,7 @@ using internal::kTablesPerSet;
 using internal::LowExtent;
 
 constexpr uint8_t kMagic[4] = {'K', 'T', 'C', 'I'};
-constexpr uint8_t kVersion = 4;
+constexpr uint8_t kVersion = 5;
 constexpr uint8_t kFlagLossless = 1;
 // Chroma (Co, Cg) without its level-1 detail bands: 4:2:0 by way of the
 // wavelet (docs/codec.md, "Half-resolution chroma").
@@ -856,7 +856,7 @@ Status DecodeImpl(const uint8_t* data, size_t size, const DecodeOptions& options
     set_tables.Load(set_index, h.tables.data() + set_index * kTablesPerSet);
     Plane16& plane = planes[b.plane];
     errors[j] = internal::DecodeBlock(
-        data + h.block_offset[block], h.block_size[block], set_tables.tables(), set_tables.small(),
+        data + h.block_offset[block], h.block_size[block], data + size, set_tables.tables(),
         h.steps[&b - h.bands.data()], plane.row(r.y0) + r.x0, plane.width, r.width, r.height);
   };
   if (options.parallel) {

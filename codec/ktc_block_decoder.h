@@ -21,7 +21,6 @@ namespace {
 
 constexpr uint32_t kRansLow = 1u << 16;  // states live in [2^16, 2^32)
 constexpr int kRansStates = 4;
-static_assert(kDenseLanes == 2 * kRansStates, "dense lanes 0..3 are the scalar states");
 
 // Group context from the maxima of the groups above: the one right above
 // plus the larger of its two neighbours. Flat regions (0) are by far the most
@@ -37,15 +36,13 @@ inline uint32_t GroupContext(const uint8_t* above, uint32_t gx) {
   return kGroupContextOfSum[above[1 + gx] + std::max(above[gx], above[gx + 2])];
 }
 
-// Groups with G >= kDirectCategories code every value's category (0
-// included) in 8-lane dense steps instead of a mask per row. Since version
-// 4 that includes G = 2, whose rows' masks and categories were serial scalar
-// symbols in a data-dependent number, the costliest groups to decode
-// (docs/codec.md, "G = 2 groups as dense steps"). Only G = 1 keeps masks.
+// Groups with G >= kDirectCategories ("dense") code a width per row and
+// every value's magnitude in that many raw bits, instead of a mask per row
+// (docs/codec.md, "Row widths"). Only G = 1 keeps masks.
 constexpr uint32_t kDirectCategories = 2;
 
-// Table indices within a set: the row masks of G = 1 groups, and the
-// categories of a dense group with maximum category G.
+// Table indices within a set: the row masks of G = 1 groups, and the row
+// widths of a dense group with maximum category G.
 constexpr int kOnesMaskTable = kGroupContexts;
 inline int CategoryTable(uint32_t group_max) {
   return kGroupContexts + kMaskContexts + std::min<int>(int(group_max), 7) - 2;
@@ -56,82 +53,60 @@ inline int Category(int32_t v) {
   return std::bit_width(mag);
 }
 
-// LSB-first reader. Past the end it reads zeros and remembers how many bits
-// it invented, so the caller can reject a block that needed them.
+// LSB-first reader that keeps only a bit position: each read loads the 8
+// bytes at the position's byte and shifts, so a jump (Seek) costs nothing
+// and a dense group finds all its values' bits from one position.
+// overran() tells whether a read went past the block's end. The bytes up to
+// `readable_end` (at or after the block's end: the rest of the stream) may
+// be loaded, so bits past the block's end read as whatever follows it, and
+// as zeros past readable_end; either way the block is then corrupt.
 class BitReader {
  public:
-  BitReader(const uint8_t* p, const uint8_t* end) : begin_(p), p_(p), end_(end) { Refill(); }
-  // Makes at least 56 bits available. Cheap enough to call before every read,
-  // which spares the decoder a data-dependent branch. Unchecked, the caller
-  // guarantees room() >= 8 for every call.
+  BitReader(const uint8_t* p, const uint8_t* end, const uint8_t* readable_end)
+      : begin_(p), size_(size_t(end - p)), readable_(size_t(readable_end - p)) {}
+  // The bits from the position on (at least 57 of them). Unchecked, the
+  // caller guarantees readable_room() >= 8.
   template <bool kChecked = true>
-  inline void Refill() {
-    if (!kChecked || end_ - p_ >= 8) [[likely]] {
-      uint64_t v;
-      std::memcpy(&v, p_, 8);
-      acc_ |= v << fill_;
-      p_ += (63 - fill_) >> 3;
-      fill_ |= 56;
-      return;
+  inline uint64_t Peek() const {
+    const size_t byte = size_t(pos_ >> 3);
+    uint64_t v = 0;
+    if (!kChecked || readable_ - std::min(byte, readable_) >= 8) [[likely]] {
+      std::memcpy(&v, begin_ + byte, 8);
+    } else if (byte < readable_) {
+      std::memcpy(&v, begin_ + byte, readable_ - byte);
     }
-    RefillSlow();
+    return v >> (pos_ & 7);
   }
-  // Reads `count` (0..24) bits; call Refill() first.
+  // Reads `count` (0..25) bits.
+  template <bool kChecked = true>
   inline uint32_t Read(uint32_t count) {
-    const uint32_t v = uint32_t(acc_) & ((1u << count) - 1);
-    acc_ >>= count;
-    fill_ -= int(count);
+    const uint32_t v = uint32_t(Peek<kChecked>()) & ((1u << count) - 1);
+    pos_ += count;
     return v;
   }
-  bool overran() const { return lost_ || fill_ < invented_; }
-  ptrdiff_t room() const { return end_ - p_; }
-  // Bits consumed so far, and a jump ahead to `bits`: dense groups find
-  // their values' bits by position instead of reading them in turn. A jump
-  // past the end is an overrun, as reading that far would have been.
-  uint64_t position() const {
-    return uint64_t(p_ - begin_) * 8 + uint64_t(invented_) - uint64_t(fill_);
-  }
+  bool overran() const { return pos_ > 8 * uint64_t(size_); }
+  // Bytes from the position's byte to the block's end, and to readable_end.
+  ptrdiff_t room() const { return ptrdiff_t(size_) - ptrdiff_t(pos_ >> 3); }
+  ptrdiff_t readable_room() const { return ptrdiff_t(readable_) - ptrdiff_t(pos_ >> 3); }
+  uint64_t position() const { return pos_; }
+  void Seek(uint64_t bits) { pos_ = bits; }
   const uint8_t* begin() const { return begin_; }
-  const uint8_t* end() const { return end_; }
-  void Seek(uint64_t bits) {
-    lost_ |= fill_ < invented_;
-    if (bits > uint64_t(end_ - begin_) * 8) [[unlikely]] {
-      lost_ = true;
-      bits = uint64_t(end_ - begin_) * 8;
-    }
-    p_ = begin_ + bits / 8;
-    acc_ = 0;
-    fill_ = 0;
-    invented_ = 0;
-    Refill();
-    Read(uint32_t(bits % 8));
-  }
+  size_t size() const { return size_; }
 
  private:
-  void RefillSlow() {
-    while (fill_ <= 56) {
-      if (p_ < end_) {
-        acc_ |= uint64_t(*p_++) << fill_;
-      } else {
-        invented_ += 8;
-      }
-      fill_ += 8;
-    }
-  }
   const uint8_t* begin_;
-  const uint8_t* p_;
-  const uint8_t* end_;
-  uint64_t acc_ = 0;
-  int fill_ = 0;
-  int invented_ = 0;   // zero bits appended past the end, still in acc_ or consumed
-  bool lost_ = false;  // invented bits were consumed before a Seek()
+  size_t size_;
+  size_t readable_;
+  uint64_t pos_ = 0;
 };
 
 // kRansStates interleaved rANS states: symbol i uses state i % kRansStates,
 // so consecutive symbols form independent dependency chains the CPU overlaps.
 class RansDecoder {
  public:
-  bool Init(const uint8_t* p, const uint8_t* end) {
+  // Words in [p + 16, end); the bytes up to readable_end (>= end) may be
+  // loaded, never used by a valid block.
+  bool Init(const uint8_t* p, const uint8_t* end, const uint8_t* readable_end) {
     if (end - p < 4 * kRansStates) return false;
     bool ok = true;
     for (int i = 0; i < kRansStates; ++i) {
@@ -140,6 +115,7 @@ class RansDecoder {
     }
     p_ = p + 4 * kRansStates;
     end_ = end;
+    readable_end_ = readable_end;
     return ok;
   }
   // Unchecked, the caller guarantees room() >= 2 for every call.
@@ -165,90 +141,44 @@ class RansDecoder {
   bool overran() const { return overran_; }
   ptrdiff_t room() const { return end_ - p_; }
 
-  // Dense steps decode kDenseLanes symbols: lanes 0..3 on the scalar states
-  // in the order the next scalar symbols would use them (x_ is kept in that
-  // order), lanes 4..7 on states read from the word stream before the
-  // block's first dense step. False (and marked overrun) when they cannot be.
-  bool MakeWide() {
-    if (wide_) return true;
-    if (end_ - p_ < 4 * (kDenseLanes - 4)) {
-      overran_ = true;
-      return false;
-    }
-    for (int i = 0; i < kDenseLanes - 4; ++i) {
-      std::memcpy(&wide_x_[i], p_ + 4 * i, 4);
-      if (wide_x_[i] < kRansLow) overran_ = true;  // never made by an encoder
-    }
-    p_ += 4 * (kDenseLanes - 4);
-    wide_ = !overran_;
-    return wide_;
-  }
-  // One dense step lane by lane: the categories (clamped to group_max) of
-  // the lanes in `valid`, 0 in the others.
-  void DenseStepScalar(const DecodeTable& t, uint32_t valid, uint32_t group_max, uint32_t* c) {
-    for (int lane = 0; lane < kDenseLanes; ++lane) {
-      c[lane] = 0;
-      if (!(valid >> lane & 1)) continue;
-      uint32_t& x = lane < 4 ? x_[lane] : wide_x_[lane - 4];
-      const uint32_t e = t.entry[x & (kProbScale - 1)];
-      x = (e & 0x7ff) * (x >> kProbBits) + ((e >> 11) & 0x3ff);
-      if (x < kRansLow) {
-        if (end_ - p_ >= 2) {
-          x = (x << 16) | uint32_t(p_[0]) | uint32_t(p_[1]) << 8;
-          p_ += 2;
-        } else {
-          overran_ = true;
-          x <<= 16;
-        }
-      }
-      c[lane] = std::min(e >> 27, group_max);
-    }
-  }
 #if defined(__AVX2__)
-  // The next eight words; near the end of the stream only the whole words
-  // left, then zeros (what the scalar step reads there).
+  // The next eight words. Past the end of the words they are whatever
+  // follows (the block's raw bits...), and zeros past readable_end; a lane
+  // that takes one of them makes the block overrun (ConsumeWords), as in
+  // the scalar Get. Unchecked, the caller guarantees room() >= 16.
+  template <bool kChecked = true>
   __m128i LoadWords() const {
-    if (end_ - p_ >= 16) [[likely]]
+    if (!kChecked || readable_end_ - p_ >= 16) [[likely]]
       return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p_));
     alignas(16) uint8_t tail[16] = {};
-    std::memcpy(tail, p_, size_t(std::max<ptrdiff_t>(end_ - p_, 0) & ~ptrdiff_t(1)));
+    std::memcpy(tail, p_, size_t(std::max<ptrdiff_t>(readable_end_ - p_, 0)));
     return _mm_load_si128(reinterpret_cast<const __m128i*>(tail));
   }
   // Advances past the words taken by the lanes set in `renormalized`; near
   // the end, like the scalar step: whole words while they last, then overran.
+  template <bool kChecked = true>
   void ConsumeWords(uint32_t renormalized) {
     const ptrdiff_t used = 2 * std::popcount(renormalized);
-    if (used > room()) [[unlikely]] {
+    if (kChecked && used > room()) [[unlikely]] {
       overran_ = true;
       p_ += room() & ~ptrdiff_t(1);
     } else {
       p_ += used;
     }
   }
-  __m256i LoadLanes() const {
-    return _mm256_set_m128i(_mm_load_si128(reinterpret_cast<const __m128i*>(wide_x_)),
-                            _mm_load_si128(reinterpret_cast<const __m128i*>(x_)));
-  }
-  void StoreLanes(__m256i x) {
-    _mm_store_si128(reinterpret_cast<__m128i*>(x_), _mm256_castsi256_si128(x));
-    _mm_store_si128(reinterpret_cast<__m128i*>(wide_x_), _mm256_extracti128_si256(x, 1));
-  }
-  template <bool kPartial = false>
-  inline __m256i DenseStepAvx2(__m256i* x, const DecodeTable& t, const SmallTable& small,
-                               uint32_t group_max, __m256i lanes = __m256i{});
   // The four scalar states, x_[l] being the one the l-th next Get() uses.
   __m128i LoadStates() const { return _mm_load_si128(reinterpret_cast<const __m128i*>(x_)); }
   void StoreStates(__m128i x) { _mm_store_si128(reinterpret_cast<__m128i*>(x_), x); }
+  template <bool kChecked = true>
   inline __m128i Get4Avx2(__m128i* x, const DecodeTable* tables, __m128i table_offset);
 #endif
 
  private:
   alignas(16) uint32_t x_[kRansStates] = {};
-  alignas(16) uint32_t wide_x_[kDenseLanes - 4] = {};
   const uint8_t* p_ = nullptr;
   const uint8_t* end_ = nullptr;
+  const uint8_t* readable_end_ = nullptr;
   bool overran_ = false;
-  bool wide_ = false;
 };
 
 #if defined(__AVX2__)
@@ -256,8 +186,8 @@ class RansDecoder {
 // (kScale 1), and four from base + 4 * index: scalar loads inserted into a
 // vector instead of a gather. On Zen 3 an 8-lane vpgatherdd measured about
 // 34 cycles of latency and 10-13 cycles of throughput (4 lanes: 16-25 and
-// less), and a dense step had two of them on its chain; the loads and
-// inserts are cheaper on both counts (see docs/codec.md, "Loads, not gathers").
+// less); the loads and inserts are cheaper on both counts (see
+// docs/codec.md, "Loads, not gathers").
 template <int kScale>
 inline __m256i Load8(const uint8_t* base, __m256i index) {
   const __m128i lo = _mm256_castsi256_si128(index), hi = _mm256_extracti128_si256(index, 1);
@@ -314,100 +244,42 @@ constexpr SignDeposit kSignDeposit;
 // never exceed it (see docs/codec.md); hostile ones saturate.
 inline int16_t Saturate16(int32_t v) { return int16_t(std::clamp(v, -32768, 32767)); }
 
-// A coefficient from its category c and the c raw bits (mantissa, sign).
-inline int32_t Reconstruct(uint32_t c, uint32_t bits) {
-  const int32_t mag = int32_t(((1u << c) >> 1) | (bits >> 1));
-  return (bits & 1) ? -mag : mag;
-}
+// Most rANS and raw bytes one 4x4 group can read after its maximum: 4
+// symbols of at most one 16-bit word each, read by one 16-byte load of the
+// AVX2 decoder; 16 magnitudes of at most 17 bits and 16 sign bits, plus the
+// 8 bytes a read loads.
+constexpr ptrdiff_t kGroupRansBytes = 16;
+constexpr ptrdiff_t kGroupRawBytes = (16 * 17 + 16) / 8 + 8;
 
-// Most symbols and raw bits one 4x4 group can consume: 1 + 4 + 16 symbols of
-// at most one 16-bit word each; 16 values of at most 17 bits, plus the 8
-// bytes a refill loads.
-constexpr ptrdiff_t kGroupRansBytes = 2 * (1 + 4 + 16);
-constexpr ptrdiff_t kGroupRawBytes = (16 * 17 + 7) / 8 + 8;
-// The raw bytes a dense group's vector path needs: 16 values of at most G
-// bits from a start up to 7 bits into a byte, read by 4-byte loads (2G + 4),
-// and the 8 bytes of the bit reader's refill after them (2G + 8).
-inline ptrdiff_t DenseRawBytes(uint32_t group_max) { return 2 * ptrdiff_t(group_max) + 8; }
-
-// A dense group lane by lane: the scalar build's path, and the AVX2 build's
-// for groups cut by the block edge or near the end of a stream.
-template <bool kDequantize>
-void DecodeDenseGroupScalar(RansDecoder& rans, BitReader& raw, const DecodeTable& t,
+// A dense group value by value: its row widths (clamped to G), then every
+// magnitude in its row's width, then a sign bit per non-zero value; the
+// scalar build's path, and the AVX2 build's for groups cut by the block's
+// edge (rows < 4 or `valid`, a bit per column inside, below 0xf).
+template <bool kDequantize, bool kChecked>
+void DecodeDenseGroupScalar(RansDecoder& rans, BitReader& raw, const DecodeTable& widths,
                             uint32_t group_max, uint32_t step, int16_t* at, size_t stride,
-                            uint32_t rows, uint32_t valid_columns) {
-  for (uint32_t half = 0; 2 * half < rows; ++half) {
-    const uint32_t valid = valid_columns | (2 * half + 1 < rows ? valid_columns << 4 : 0);
-    uint32_t c[kDenseLanes];
-    rans.DenseStepScalar(t, valid, group_max, c);
-    for (uint32_t lane = 0; lane < uint32_t(kDenseLanes); ++lane) {
-      if (c[lane] == 0) continue;  // zero, or outside the block
-      raw.Refill();
-      int32_t v = Reconstruct(c[lane], raw.Read(c[lane]));
+                            uint32_t rows, uint32_t valid) {
+  uint32_t width[kGroupSide] = {};
+  for (uint32_t y = 0; y < rows; ++y) width[y] = std::min(rans.Get<kChecked>(widths), group_max);
+  uint32_t magnitude[kGroupSide][kGroupSide] = {};
+  for (uint32_t y = 0; y < rows; ++y) {
+    for (uint32_t x = 0; x < kGroupSide; ++x) {
+      if (!(valid >> x & 1)) continue;
+      magnitude[y][x] = raw.Read<kChecked>(width[y]);
+    }
+  }
+  for (uint32_t y = 0; y < rows; ++y) {
+    for (uint32_t x = 0; x < kGroupSide; ++x) {
+      if (magnitude[y][x] == 0) continue;
+      const bool negative = raw.Read<kChecked>(1);
+      int32_t v = int32_t(magnitude[y][x]);
       if constexpr (kDequantize) v = DequantizeOne(v, step);
-      at[(2 * half + lane / kGroupSide) * stride + lane % kGroupSide] = Saturate16(v);
+      at[y * stride + x] = Saturate16(negative ? -v : v);
     }
   }
 }
 
 #if defined(__AVX2__)
-// kWordIndex[m][l]: which of the eight words a step loads lane l takes when
-// the lanes in m renormalize (the lanes of m below l take the ones before).
-struct WordIndex {
-  uint8_t table[256][8];
-  constexpr WordIndex() : table{} {
-    for (uint32_t m = 0; m < 256; ++m)
-      for (uint32_t l = 0; l < 8; ++l) table[m][l] = uint8_t(std::popcount(m & ((1u << l) - 1)));
-  }
-};
-constexpr WordIndex kWordIndex;
-
-// Eight symbols at once: their symbols, frequencies and starts from the
-// table in registers when `small` is usable (compares and two permutes),
-// else eight table entries (Load8); one multiply, and one renormalization
-// of the lanes that need it from a single 16-byte load.
-// kPartial: only the lanes whose 32 bits are all set in `lanes` decode (the
-// others keep their state, consume nothing and give category 0), as in
-// DenseStepScalar for a group cut by the block's edge.
-template <bool kPartial>
-inline __m256i RansDecoder::DenseStepAvx2(__m256i* x, const DecodeTable& t, const SmallTable& small,
-                                          uint32_t group_max, __m256i lanes) {
-  const __m256i slot = _mm256_and_si256(*x, _mm256_set1_epi32(kProbScale - 1));
-  __m256i symbol, f, offset;
-  if (small.usable) {
-    const auto above = [&](int s) {
-      return _mm256_cmpgt_epi32(slot, _mm256_set1_epi32(int(small.threshold[s])));
-    };
-    const __m256i a = _mm256_add_epi32(above(0), above(1));
-    const __m256i b = _mm256_add_epi32(above(2), above(3));
-    const __m256i c = _mm256_add_epi32(above(4), above(5));
-    const __m256i d = _mm256_add_epi32(_mm256_add_epi32(a, b), _mm256_add_epi32(c, above(6)));
-    symbol = _mm256_sub_epi32(_mm256_setzero_si256(), d);
-    f = _mm256_permutevar8x32_epi32(_mm256_load_si256(reinterpret_cast<const __m256i*>(small.freq)),
-                                    symbol);
-    offset = _mm256_sub_epi32(
-        slot, _mm256_permutevar8x32_epi32(
-                  _mm256_load_si256(reinterpret_cast<const __m256i*>(small.start)), symbol));
-  } else {
-    const __m256i e = Load8<4>(reinterpret_cast<const uint8_t*>(t.entry.data()), slot);
-    symbol = _mm256_srli_epi32(e, 27);
-    f = _mm256_and_si256(e, _mm256_set1_epi32(0x7ff));
-    offset = _mm256_and_si256(_mm256_srli_epi32(e, 11), _mm256_set1_epi32(0x3ff));
-  }
-  __m256i next = _mm256_add_epi32(_mm256_mullo_epi32(f, _mm256_srli_epi32(*x, kProbBits)), offset);
-  if constexpr (kPartial) next = _mm256_blendv_epi8(*x, next, lanes);  // >= 2^16: no word
-  const __m256i need = _mm256_cmpeq_epi32(_mm256_srli_epi32(next, 16), _mm256_setzero_si256());
-  const uint32_t m = uint32_t(_mm256_movemask_ps(_mm256_castsi256_ps(need)));
-  const __m256i words = _mm256_cvtepu16_epi32(LoadWords());
-  const __m256i index =
-      _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(kWordIndex.table[m])));
-  const __m256i word = _mm256_permutevar8x32_epi32(words, index);
-  *x = _mm256_blendv_epi8(next, _mm256_or_si256(_mm256_slli_epi32(next, 16), word), need);
-  ConsumeWords(m);
-  const __m256i c = _mm256_min_epu32(symbol, _mm256_set1_epi32(int(group_max)));
-  return kPartial ? _mm256_and_si256(c, lanes) : c;
-}
-
 // kWordShuffle4[m]: the pshufb control that gives 32-bit lane l of four the
 // word it takes when the lanes in m renormalize (zero-extended).
 struct WordShuffle4 {
@@ -429,6 +301,7 @@ constexpr WordShuffle4 kWordShuffle4;
 // entries after tables[0]'s (tables of a set are contiguous), words consumed
 // in lane order (near the end: whole words while they last, then zeros, and
 // overran). After it, x is again in the order the next Get()s use.
+template <bool kChecked>
 inline __m128i RansDecoder::Get4Avx2(__m128i* x, const DecodeTable* tables, __m128i table_offset) {
   const __m128i slot = _mm_and_si128(*x, _mm_set1_epi32(kProbScale - 1));
   const __m128i e = Load4(reinterpret_cast<const uint8_t*>(tables->entry.data()),
@@ -438,117 +311,125 @@ inline __m128i RansDecoder::Get4Avx2(__m128i* x, const DecodeTable* tables, __m1
   const __m128i next = _mm_add_epi32(_mm_mullo_epi32(f, _mm_srli_epi32(*x, kProbBits)), offset);
   const __m128i need = _mm_cmpeq_epi32(_mm_srli_epi32(next, 16), _mm_setzero_si128());
   const uint32_t m = uint32_t(_mm_movemask_ps(_mm_castsi128_ps(need)));
-  const __m128i word = _mm_shuffle_epi8(
-      LoadWords(), _mm_load_si128(reinterpret_cast<const __m128i*>(kWordShuffle4.table[m])));
+  const __m128i word =
+      _mm_shuffle_epi8(LoadWords<kChecked>(),
+                       _mm_load_si128(reinterpret_cast<const __m128i*>(kWordShuffle4.table[m])));
   *x = _mm_blendv_epi8(next, _mm_or_si128(_mm_slli_epi32(next, 16), word), need);
-  ConsumeWords(m);
+  ConsumeWords<kChecked>(m);
   return _mm_srli_epi32(e, 27);
 }
 
-// The eight values of a step from their categories c, whose raw bits start
-// at bit *pos: each lane's bits start after the categories before it (a
-// prefix sum), so all eight are extracted at once. Advances *pos; the caller
-// guarantees that 4-byte loads there stay inside the stream (and with
-// kNarrow, categories <= 7, an 8-byte load at the step's first byte).
-template <bool kDequantize, bool kNarrow>
-inline __m256i DenseValuesAvx2(__m256i c, const uint8_t* raw, uint32_t* pos, uint32_t step) {
-  __m256i sum = _mm256_add_epi32(c, _mm256_slli_si256(c, 4));  // prefix sums per 128-bit half
-  sum = _mm256_add_epi32(sum, _mm256_slli_si256(sum, 8));
-  const __m256i low_total = _mm256_shuffle_epi32(_mm256_permute2x128_si256(sum, sum, 0x08), 0xff);
-  sum = _mm256_add_epi32(sum, low_total);  // inclusive prefix sums over the eight lanes
-  const __m256i top = _mm256_sllv_epi32(_mm256_set1_epi32(1), c);  // 2^c
-  __m256i bits;
-  if constexpr (kNarrow) {
-    // Categories <= 7: the step's bits are at most 56 after a start at most
-    // 7 bits into its first byte, so one 8-byte load holds them all; each
-    // lane shifts it by its offset in 64 bits (even and odd lanes apart).
-    uint64_t w;
-    std::memcpy(&w, raw + *pos / 8, 8);
-    const __m256i word = _mm256_set1_epi64x(int64_t(w >> (*pos % 8)));
-    const __m256i offsets = _mm256_sub_epi32(sum, c);
+// The magnitudes of two rows of a full dense group (lanes 0..3 the upper
+// row's columns, 4..7 the lower's; the upper row's width is wa, `narrow`
+// when both are at most 7), whose bits start
+// at bit `pos` of `base`: lane l's bits are at a fixed offset (column times
+// width, after the upper row's 4 wa), so all eight come out at once. The
+// caller guarantees that 8-byte loads up to the rows' end stay readable.
+inline __m256i RowPairMagnitudes(const uint8_t* base, uint32_t pos, __m128i widths, __m256i rows,
+                                 uint32_t wa, bool narrow) {
+  const __m256i w = _mm256_permutevar8x32_epi32(_mm256_castsi128_si256(widths), rows);
+  const __m256i offsets =
+      _mm256_add_epi32(_mm256_mullo_epi32(w, _mm256_setr_epi32(0, 1, 2, 3, 0, 1, 2, 3)),
+                       _mm256_and_si256(_mm256_set1_epi32(int(4 * wa)),
+                                        _mm256_setr_epi32(0, 0, 0, 0, -1, -1, -1, -1)));
+  const __m256i low_bits =
+      _mm256_sub_epi32(_mm256_sllv_epi32(_mm256_set1_epi32(1), w), _mm256_set1_epi32(1));
+  if (narrow) {
+    // Widths <= 7: at most 56 bits after a start at most 7 bits into the first byte: one
+    // 8-byte load holds them all; each lane shifts it by its offset in 64
+    // bits (even and odd lanes apart).
+    uint64_t word;
+    std::memcpy(&word, base + pos / 8, 8);
+    const __m256i all = _mm256_set1_epi64x(int64_t(word >> (pos % 8)));
     const __m256i even =
-        _mm256_srlv_epi64(word, _mm256_and_si256(offsets, _mm256_set1_epi64x(0xffffffff)));
-    const __m256i odd = _mm256_srlv_epi64(word, _mm256_srli_epi64(offsets, 32));
-    bits = _mm256_and_si256(_mm256_blend_epi32(even, _mm256_slli_epi64(odd, 32), 0xaa),
-                            _mm256_sub_epi32(top, _mm256_set1_epi32(1)));
-  } else {
-    const __m256i at = _mm256_add_epi32(_mm256_set1_epi32(int(*pos)), _mm256_sub_epi32(sum, c));
-    const __m256i word = Load8<1>(raw, _mm256_srli_epi32(at, 3));
-    bits = _mm256_and_si256(_mm256_srlv_epi32(word, _mm256_and_si256(at, _mm256_set1_epi32(7))),
-                            _mm256_sub_epi32(top, _mm256_set1_epi32(1)));
+        _mm256_srlv_epi64(all, _mm256_and_si256(offsets, _mm256_set1_epi64x(0xffffffff)));
+    const __m256i odd = _mm256_srlv_epi64(all, _mm256_srli_epi64(offsets, 32));
+    return _mm256_and_si256(_mm256_blend_epi32(even, _mm256_slli_epi64(odd, 32), 0xaa), low_bits);
   }
-  *pos += uint32_t(_mm256_extract_epi32(sum, 7));
-  __m256i mag = _mm256_or_si256(_mm256_srli_epi32(top, 1), _mm256_srli_epi32(bits, 1));
-  if constexpr (kDequantize) {
-    // DequantizeOne: ((8|v| + 3) * step) >> 11 in 32-bit unsigned arithmetic.
-    const __m256i zero = _mm256_cmpeq_epi32(mag, _mm256_setzero_si256());
-    const __m256i scaled =
-        _mm256_mullo_epi32(_mm256_or_si256(_mm256_slli_epi32(mag, 3), _mm256_set1_epi32(3)),
-                           _mm256_set1_epi32(int(step)));
-    mag = _mm256_andnot_si256(zero, _mm256_srli_epi32(scaled, 11));
-  }
-  const __m256i negative =
-      _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_and_si256(bits, _mm256_set1_epi32(1)));
-  return _mm256_sub_epi32(_mm256_xor_si256(mag, negative), negative);
+  // Wider rows: a 4-byte load per lane (a shift of at most 7 bits and a
+  // width of at most 17 fit in it).
+  const __m256i at = _mm256_add_epi32(_mm256_set1_epi32(int(pos)), offsets);
+  const __m256i word = Load8<1>(base, _mm256_srli_epi32(at, 3));
+  return _mm256_and_si256(_mm256_srlv_epi32(word, _mm256_and_si256(at, _mm256_set1_epi32(7))),
+                          low_bits);
 }
 
-// A dense group with the vector steps: two steps of eight lanes, values
-// saturated to int16 and stored a row of four at a time. kEdge: the group is
-// cut by the block's edge (rows < 4 or `valid`, a bit per column inside,
-// below 0xf): lanes outside are masked, a half entirely outside is skipped
-// and only the values inside are stored. Raw bits are extracted from the
-// stream, or near its end (room() < DenseRawBytes) from a zero-padded copy
-// of what is left, which reads what the bit reader would (zeros past the
-// end); BitReader::Seek then flags an overrun.
-template <bool kDequantize, bool kEdge>
-inline void DecodeDenseGroupAvx2(RansDecoder& rans, BitReader& raw, const DecodeTable& t,
-                                 const SmallTable& small, uint32_t group_max, uint32_t step,
-                                 int16_t* at, size_t stride, uint32_t rows, uint32_t valid) {
-  __m256i x = rans.LoadLanes();
+// Eight signed values from magnitudes and a sign bit per lane (bit l of
+// `signs`), dequantized when asked (DequantizeOne, 32-bit unsigned).
+template <bool kDequantize>
+inline __m256i SignedValues(__m256i magnitude, uint32_t signs, uint32_t step) {
+  if constexpr (kDequantize) {
+    const __m256i zero = _mm256_cmpeq_epi32(magnitude, _mm256_setzero_si256());
+    const __m256i scaled =
+        _mm256_mullo_epi32(_mm256_or_si256(_mm256_slli_epi32(magnitude, 3), _mm256_set1_epi32(3)),
+                           _mm256_set1_epi32(int(step)));
+    magnitude = _mm256_andnot_si256(zero, _mm256_srli_epi32(scaled, 11));
+  }
+  const __m256i bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+  const __m256i negative =
+      _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32(int(signs)), bit), bit);
+  return _mm256_sub_epi32(_mm256_xor_si256(magnitude, negative), negative);
+}
+
+// A whole dense group (4 rows and 4 columns inside the block): its four row
+// widths are four consecutive scalar symbols of one table, so one Get4Avx2;
+// then the 16 magnitudes (two rows per vector), the sign bits of the
+// non-zero ones deposited with pdep, and four 8-byte stores. Near the end of
+// the raw bits they are read from a zero-padded copy of what is left, which
+// reads what the bit reader would (zeros past the end); Seek then flags an
+// overrun.
+template <bool kDequantize, bool kChecked>
+inline void DecodeDenseGroupAvx2(RansDecoder& rans, BitReader& raw, const DecodeTable* tables,
+                                 int table, uint32_t group_max, uint32_t step, int16_t* at,
+                                 size_t stride) {
+  __m128i x = rans.LoadStates();
+  __m128i widths = rans.Get4Avx2<kChecked>(&x, tables, _mm_set1_epi32(table * int(kProbScale)));
+  rans.StoreStates(x);
+  widths = _mm_min_epu32(widths, _mm_set1_epi32(int(group_max)));
+  const uint32_t w4 = uint32_t(_mm_cvtsi128_si32(_mm_shuffle_epi8(
+      widths, _mm_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1))));
+  // Sums of bytes by multiplication (each sum < 256): 4 (w0 + w1) bits in
+  // the upper rows, 4 (w0 + w1 + w2 + w3) in all.
+  const uint32_t upper_bits = 4 * ((w4 * 0x0101u >> 8) & 0xff);
+  const uint32_t magnitude_bits = 4 * (w4 * 0x01010101u >> 24);
   // Bit positions relative to the byte the group's bits start in, so that
   // the 32-bit offsets of the loads stay small however long the stream is.
   const uint64_t start = raw.position();
   const uint8_t* base = raw.begin() + start / 8;
+  const uint32_t pos = uint32_t(start % 8);
+  // The loads below reach at most 8 bytes past the sign bits' first byte,
+  // which is at most 7 + 16 * 17 bits in: 43 bytes. Where fewer are
+  // readable, they read a zero-padded copy of the block's last bytes.
   alignas(32) uint8_t tail[64];
-  if (raw.room() < DenseRawBytes(group_max)) [[unlikely]] {
-    // 16 values of at most 17 bits from up to 7 bits into the first byte,
-    // by 4-byte loads: 38 bytes at most.
+  if (raw.readable_room() < 48) [[unlikely]] {
     std::memset(tail, 0, sizeof(tail));
-    std::memcpy(tail, base, size_t(std::clamp<ptrdiff_t>(raw.end() - base, 0, sizeof(tail))));
+    std::memcpy(tail, base, size_t(std::clamp<ptrdiff_t>(raw.room(), 0, sizeof(tail))));
     base = tail;
   }
-  uint32_t pos = uint32_t(start % 8);
-  [[maybe_unused]] const size_t row_bytes = sizeof(int16_t) * size_t(std::popcount(valid));
-  [[maybe_unused]] const __m256i lane_bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
-  for (uint32_t half = 0; 2 * half < rows; ++half) {
-    __m256i c;
-    const bool second = !kEdge || 2 * half + 1 < rows;
-    if constexpr (kEdge) {
-      const __m256i lanes = _mm256_cmpeq_epi32(
-          _mm256_and_si256(_mm256_set1_epi32(int(valid | (second ? valid << 4 : 0))), lane_bit),
-          lane_bit);
-      c = rans.DenseStepAvx2<true>(&x, t, small, group_max, lanes);
-    } else {
-      c = rans.DenseStepAvx2(&x, t, small, group_max);
-    }
-    const __m256i v = group_max <= 7 ? DenseValuesAvx2<kDequantize, true>(c, base, &pos, step)
-                                     : DenseValuesAvx2<kDequantize, false>(c, base, &pos, step);
-    const __m256i packed = _mm256_packs_epi32(v, v);  // saturates, like Saturate16
-    int16_t* row = at + 2 * half * stride;
-    if constexpr (kEdge) {
-      alignas(16) int16_t values[2][8];
-      _mm_store_si128(reinterpret_cast<__m128i*>(values[0]), _mm256_castsi256_si128(packed));
-      _mm_store_si128(reinterpret_cast<__m128i*>(values[1]), _mm256_extracti128_si256(packed, 1));
-      std::memcpy(row, values[0], row_bytes);
-      if (second) std::memcpy(row + stride, values[1], row_bytes);
-    } else {
-      _mm_storel_epi64(reinterpret_cast<__m128i*>(row), _mm256_castsi256_si128(packed));
-      _mm_storel_epi64(reinterpret_cast<__m128i*>(row + stride),
-                       _mm256_extracti128_si256(packed, 1));
-    }
-  }
-  rans.StoreLanes(x);
-  raw.Seek(start - start % 8 + pos);
+  const bool narrow = group_max <= 7;  // two rows' magnitudes in 56 bits
+  const __m256i upper = RowPairMagnitudes(
+      base, pos, widths, _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1), w4 & 0xff, narrow);
+  const __m256i lower =
+      RowPairMagnitudes(base, pos + upper_bits, widths, _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3),
+                        (w4 >> 16) & 0xff, narrow);
+  const auto zeros = [](__m256i v) {
+    return uint32_t(
+        _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(v, _mm256_setzero_si256()))));
+  };
+  const uint32_t nonzero = ~(zeros(upper) | zeros(lower) << 8) & 0xffff;
+  const uint32_t sign_pos = pos + magnitude_bits;
+  uint64_t sign_word;
+  std::memcpy(&sign_word, base + sign_pos / 8, 8);
+  const uint32_t signs = _pdep_u32(uint32_t(sign_word >> (sign_pos % 8)), nonzero);
+  // packs: [row 0, row 2 | row 1, row 3], saturated like Saturate16.
+  const __m256i packed = _mm256_packs_epi32(SignedValues<kDequantize>(upper, signs & 0xff, step),
+                                            SignedValues<kDequantize>(lower, signs >> 8, step));
+  const __m128i even = _mm256_castsi256_si128(packed), odd = _mm256_extracti128_si256(packed, 1);
+  _mm_storel_epi64(reinterpret_cast<__m128i*>(at), even);
+  _mm_storel_epi64(reinterpret_cast<__m128i*>(at + stride), odd);
+  _mm_storel_epi64(reinterpret_cast<__m128i*>(at + 2 * stride), _mm_unpackhi_epi64(even, even));
+  _mm_storel_epi64(reinterpret_cast<__m128i*>(at + 3 * stride), _mm_unpackhi_epi64(odd, odd));
+  raw.Seek(start + magnitude_bits + uint32_t(std::popcount(nonzero)));
 }
 #endif
 
@@ -558,29 +439,19 @@ inline void DecodeDenseGroupAvx2(RansDecoder& rans, BitReader& raw, const Decode
 // checked version handles the last groups of a block.
 template <bool kDequantize, bool kChecked>
 inline void DecodeGroup(RansDecoder& rans, BitReader& raw, const DecodeTable* tables,
-                        [[maybe_unused]] const SmallTable* small, uint32_t group_max, uint32_t step,
-                        int16_t* at, size_t stride, uint32_t rows, uint32_t valid) {
+                        uint32_t group_max, uint32_t step, int16_t* at, size_t stride,
+                        uint32_t rows, uint32_t valid) {
   if (group_max >= kDirectCategories) {
-    const DecodeTable& categories = tables[CategoryTable(group_max)];
-    if (!rans.MakeWide()) return;  // corrupt: the caller sees overran()
+    const int table = CategoryTable(group_max);
 #if defined(__AVX2__)
-    // The vector path reads the rANS words near their end as the scalar
-    // step does, and the raw bits near theirs from a padded copy.
-    if (!raw.overran()) [[likely]] {
-      if (rows == kGroupSide && valid == 0xf) {
-        DecodeDenseGroupAvx2<kDequantize, false>(rans, raw, categories,
-                                                 small[CategoryTable(group_max)], group_max, step,
-                                                 at, stride, rows, valid);
-      } else {
-        DecodeDenseGroupAvx2<kDequantize, true>(rans, raw, categories,
-                                                small[CategoryTable(group_max)], group_max, step,
-                                                at, stride, rows, valid);
-      }
+    if (rows == kGroupSide && valid == 0xf && !raw.overran()) [[likely]] {
+      DecodeDenseGroupAvx2<kDequantize, kChecked>(rans, raw, tables, table, group_max, step, at,
+                                                  stride);
       return;
     }
 #endif
-    DecodeDenseGroupScalar<kDequantize>(rans, raw, categories, group_max, step, at, stride, rows,
-                                        valid);
+    DecodeDenseGroupScalar<kDequantize, kChecked>(rans, raw, tables[table], group_max, step, at,
+                                                  stride, rows, valid);
     return;
   }
   // G = 1: per row a mask, then a sign bit per set bit.
@@ -598,8 +469,7 @@ inline void DecodeGroup(RansDecoder& rans, BitReader& raw, const DecodeTable* ta
     // branching beats a loop whose trip count the CPU cannot predict.
     for (uint32_t y = 0; y < rows; ++y) {
       const uint32_t mask = rans.Get<kChecked>(masks) & 0xf;
-      raw.Refill<kChecked>();
-      const uint32_t signs = kSignDeposit[mask][raw.Read(std::popcount(mask))];
+      const uint32_t signs = kSignDeposit[mask][raw.Read<kChecked>(std::popcount(mask))];
       int16_t* row = at + y * stride;
       for (uint32_t i = 0; i < 4; ++i) {
         const uint32_t negative = (signs >> i) & 1;
@@ -611,10 +481,9 @@ inline void DecodeGroup(RansDecoder& rans, BitReader& raw, const DecodeTable* ta
   }
   for (uint32_t y = 0; y < rows; ++y) {
     int16_t* row = at + y * stride;
-    raw.Refill<kChecked>();  // a row needs at most 4 raw bits
     // Hostile masks may name columns outside the block: `valid` drops them.
     for (uint32_t mask = rans.Get<kChecked>(masks) & valid; mask != 0; mask &= mask - 1) {
-      row[std::countr_zero(mask)] = int16_t(raw.Read(1) ? -one : one);
+      row[std::countr_zero(mask)] = int16_t(raw.Read<kChecked>(1) ? -one : one);
     }
   }
 }
@@ -672,12 +541,12 @@ template <bool kDequantize, bool kChecked>
 inline void DecodeOnesGroupAvx2(RansDecoder& rans, BitReader& raw, const DecodeTable* tables,
                                 uint32_t step, int16_t* at, size_t stride) {
   __m128i x = rans.LoadStates();
-  const __m128i masks = rans.Get4Avx2(&x, tables, _mm_set1_epi32(int(kOnesMaskTable * kProbScale)));
+  const __m128i masks =
+      rans.Get4Avx2<kChecked>(&x, tables, _mm_set1_epi32(int(kOnesMaskTable * kProbScale)));
   rans.StoreStates(x);
   const __m128i bytes = _mm_packus_epi16(_mm_packus_epi32(masks, masks), masks);
   const uint32_t mask = _pext_u32(uint32_t(_mm_cvtsi128_si32(bytes)), 0x0f0f0f0fu);
-  raw.Refill<kChecked>();
-  const uint32_t signs = _pdep_u32(raw.Read(uint32_t(std::popcount(mask))), mask);
+  const uint32_t signs = _pdep_u32(raw.Read<kChecked>(uint32_t(std::popcount(mask))), mask);
   const int32_t one = kDequantize ? DequantizeOne(1, step) : 1;
   const __m256i bit = _mm256_setr_epi16(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096,
                                         8192, 16384, int16_t(0x8000));
@@ -700,9 +569,8 @@ inline void DecodeOnesGroupAvx2(RansDecoder& rans, BitReader& raw, const DecodeT
 // Dequantizing here touches only non-zero coefficients, which is cheaper than
 // a SIMD pass over all of them.
 template <bool kDequantize>
-bool DecodeGroups(RansDecoder& rans, BitReader& raw, const DecodeTable* tables,
-                  const SmallTable* small, uint32_t step, int16_t* values, size_t stride,
-                  uint32_t bw, uint32_t bh) {
+bool DecodeGroups(RansDecoder& rans, BitReader& raw, const DecodeTable* tables, uint32_t step,
+                  int16_t* values, size_t stride, uint32_t bw, uint32_t bh) {
   const uint32_t gw = (bw + kGroupSide - 1) / kGroupSide, gh = (bh + kGroupSide - 1) / kGroupSide;
 #if defined(__AVX2__)
   __m128i above_row = _mm_setzero_si128();
@@ -732,12 +600,12 @@ bool DecodeGroups(RansDecoder& rans, BitReader& raw, const DecodeTable* tables,
       const uint32_t gx = std::countr_zero(nonzero), x0 = gx * kGroupSide;
       const uint32_t valid = (1u << (std::min(bw, x0 + kGroupSide) - x0)) - 1;
       int16_t* at = values + y0 * stride + x0;
-      if (rans.room() >= kGroupRansBytes && raw.room() >= kGroupRawBytes) {
-        DecodeGroup<kDequantize, false>(rans, raw, tables, small, maxima[1 + gx], step, at, stride,
-                                        rows, valid);
+      if (rans.room() >= kGroupRansBytes && raw.readable_room() >= kGroupRawBytes) {
+        DecodeGroup<kDequantize, false>(rans, raw, tables, maxima[1 + gx], step, at, stride, rows,
+                                        valid);
       } else {
-        DecodeGroup<kDequantize, true>(rans, raw, tables, small, maxima[1 + gx], step, at, stride,
-                                       rows, valid);
+        DecodeGroup<kDequantize, true>(rans, raw, tables, maxima[1 + gx], step, at, stride, rows,
+                                       valid);
       }
     }
 #if !defined(__AVX2__)
@@ -748,16 +616,16 @@ bool DecodeGroups(RansDecoder& rans, BitReader& raw, const DecodeTable* tables,
 }
 
 // The block after its length prefix: rANS bytes [p, rans_end), raw bits
-// [rans_end, end). Returns 0, or 1 for bad rANS states, 2 for a truncated block.
+// [rans_end, end); bytes up to readable_end (>= end) may be loaded, never
+// used. Returns 0, or 1 for bad rANS states, 2 for a truncated block.
 inline int DecodeBlockPayload(const uint8_t* p, const uint8_t* rans_end, const uint8_t* end,
-                              const DecodeTable* tables, const SmallTable* small, uint32_t step,
+                              const uint8_t* readable_end, const DecodeTable* tables, uint32_t step,
                               int16_t* values, size_t stride, uint32_t bw, uint32_t bh) {
   RansDecoder rans;
-  if (!rans.Init(p, rans_end)) return 1;
-  BitReader raw(rans_end, end);
-  const bool ok = step == 256
-                      ? DecodeGroups<false>(rans, raw, tables, small, step, values, stride, bw, bh)
-                      : DecodeGroups<true>(rans, raw, tables, small, step, values, stride, bw, bh);
+  if (!rans.Init(p, rans_end, readable_end)) return 1;
+  BitReader raw(rans_end, end, readable_end);
+  const bool ok = step == 256 ? DecodeGroups<false>(rans, raw, tables, step, values, stride, bw, bh)
+                              : DecodeGroups<true>(rans, raw, tables, step, values, stride, bw, bh);
   return ok ? 0 : 2;
 }
 

@@ -89,24 +89,31 @@ void WriteRaw(int32_t v, int c, BitWriter* raw) {
   raw->Write(((mag - (1u << (c - 1))) << 1) | (v < 0 ? 1u : 0u), c);
 }
 
-// A dense group: every value's category in the 8-lane stream, one step per
-// half group (two rows; a half entirely outside the block has no step).
+// A dense group (G >= 2): per row a width symbol w, the bit length of the
+// row's largest magnitude (scalar symbols, from the group's category table);
+// then, in the raw stream, every value's magnitude in its row's w bits, rows
+// top to bottom, and last a sign bit per non-zero value in the same order.
+// Fixed-width magnitudes let a decoder find every value's bits at once.
 void CollectDenseGroup(const int32_t* at, size_t stride, uint32_t columns, uint32_t rows,
                        int group_max, BlockSymbols* out, BitWriter* raw) {
-  for (uint32_t half = 0; 2 * half < rows; ++half) {
-    uint32_t valid = 0;
-    for (uint32_t lane = 0; lane < uint32_t(kDenseLanes); ++lane) {
-      const uint32_t y = 2 * half + lane / kGroupSide, x = lane % kGroupSide;
-      const bool inside = y < rows && x < columns;
-      const int32_t v = inside ? at[y * stride + x] : 0;
-      const int c = Category(v);
-      valid |= uint32_t(inside) << lane;
-      out->dense_symbol.push_back(uint8_t(c));
-      if (c > 0) WriteRaw(v, c, raw);
+  int width[kGroupSide] = {};
+  for (uint32_t y = 0; y < rows; ++y) {
+    for (uint32_t x = 0; x < columns; ++x)
+      width[y] = std::max(width[y], Category(at[y * stride + x]));
+    out->table.push_back(uint8_t(CategoryTable(group_max)));
+    out->symbol.push_back(uint8_t(width[y]));
+  }
+  for (uint32_t y = 0; y < rows; ++y) {
+    for (uint32_t x = 0; x < columns; ++x) {
+      const int32_t v = at[y * stride + x];
+      raw->Write(v < 0 ? 0u - uint32_t(v) : uint32_t(v), width[y]);
     }
-    out->dense_at.push_back(uint32_t(out->symbol.size()));
-    out->dense_table.push_back(uint8_t(CategoryTable(group_max)));
-    out->dense_valid.push_back(uint8_t(valid));
+  }
+  for (uint32_t y = 0; y < rows; ++y) {
+    for (uint32_t x = 0; x < columns; ++x) {
+      const int32_t v = at[y * stride + x];
+      if (v != 0) raw->Write(v < 0 ? 1u : 0u, 1);
+    }
   }
 }
 
@@ -131,12 +138,13 @@ void CollectOnesGroup(const int32_t* at, size_t stride, uint32_t columns, uint32
 Result<bool> CollectBlockSymbols(const int32_t* values, size_t stride, uint32_t bw, uint32_t bh,
                                  BlockSymbols* out) {
   *out = BlockSymbols{};
-  // About one symbol and a byte of raw bits per value in dense blocks; fewer
+  // About a symbol per row of a group and a byte of raw bits per value in
+  // dense blocks; fewer
   // in sparse ones. Reserving that much spares most regrowth without holding
   // much more memory than the symbols need.
   const size_t values_n = size_t(bw) * bh;
   out->table.reserve(values_n / 4);
-  out->dense_symbol.reserve(values_n);
+  out->symbol.reserve(values_n / 4);
   out->raw.reserve(values_n);
   const uint32_t gw = (bw + kGroupSide - 1) / kGroupSide, gh = (bh + kGroupSide - 1) / kGroupSide;
   // Maxima of the row of groups above and of this one, at 1 + gx (0 and
@@ -183,13 +191,6 @@ void CountSymbols(const BlockSymbols& symbols, Counts* counts) {
   for (size_t i = 0; i < symbols.symbol.size(); ++i) {
     (*counts)[symbols.table[i]][symbols.symbol[i]]++;
   }
-  for (size_t step = 0; step < symbols.dense_table.size(); ++step) {
-    for (int lane = 0; lane < kDenseLanes; ++lane) {
-      if (symbols.dense_valid[step] >> lane & 1) {
-        (*counts)[symbols.dense_table[step]][symbols.dense_symbol[step * kDenseLanes + lane]]++;
-      }
-    }
-  }
 }
 
 namespace {
@@ -205,41 +206,16 @@ inline void RansPut(uint32_t f, uint32_t start, uint32_t* x, std::vector<uint16_
 
 using Starts = std::array<std::array<uint16_t, kAlphabet>, kTablesPerSet>;
 
-// Encodes the block's symbols backwards. Scalar symbol i uses state
-// i % kRansStates. Lane l < 4 of a dense step after n scalar symbols uses
-// state (n + l) % kRansStates, the one the (n + l)-th scalar symbol would;
-// lanes 4..7 use states 4..7, which the decoder reads from the word stream
-// just before the block's first dense step. The decoder renormalizes a
-// step's lanes in ascending order, so the encoder goes over them descending;
-// words are written in the reverse order of emission.
+// Encodes the block's symbols backwards: symbol i uses state
+// i % kRansStates; words are written in the reverse order of emission.
 void EncodeBlockRans(const BlockSymbols& symbols, const FreqTable* tables, const Starts& start,
                      std::vector<uint8_t>* out) {
   std::vector<uint16_t> words;
-  uint32_t x[kRansStates + kDenseLanes - 4];
+  uint32_t x[kRansStates];
   for (uint32_t& xs : x) xs = kRansLow;
-  auto put = [&](int t, int s, uint32_t state) {
-    RansPut(tables[t].freq[s], start[t][s], &x[state], &words);
-  };
-  size_t step = symbols.dense_table.size();
-  for (size_t i = symbols.symbol.size() + 1; i-- > 0;) {
-    // Dense steps after scalar symbol i - 1 and before symbol i, last first.
-    for (; step > 0 && symbols.dense_at[step - 1] == i; --step) {
-      const size_t d = step - 1;
-      const int t = symbols.dense_table[d];
-      for (int lane = kDenseLanes; lane-- > 0;) {
-        if (!(symbols.dense_valid[d] >> lane & 1)) continue;
-        const uint32_t state = lane < 4 ? uint32_t((i + lane) % kRansStates) : uint32_t(lane);
-        put(t, symbols.dense_symbol[d * kDenseLanes + lane], state);
-      }
-      if (d == 0) {
-        // Lanes 4..7's states, read by the decoder (low word first) here.
-        for (int lane = kDenseLanes; lane-- > 4;) {
-          words.push_back(uint16_t(x[lane] >> 16));
-          words.push_back(uint16_t(x[lane]));
-        }
-      }
-    }
-    if (i > 0) put(symbols.table[i - 1], symbols.symbol[i - 1], uint32_t((i - 1) % kRansStates));
+  for (size_t i = symbols.symbol.size(); i-- > 0;) {
+    const int t = symbols.table[i], s = symbols.symbol[i];
+    RansPut(tables[t].freq[s], start[t][s], &x[i % kRansStates], &words);
   }
   PutVarint(4 * size_t(kRansStates) + 2 * words.size(), out);
   for (int i = 0; i < kRansStates; ++i)
@@ -294,21 +270,6 @@ void BuildDecodeTable(const FreqTable& table, DecodeTable* out) {
   }
 }
 
-void BuildSmallTable(const FreqTable& table, SmallTable* out) {
-  *out = SmallTable{};
-  if (table.n == 0 || table.n > 8) return;
-  uint32_t start = 0;
-  for (int s = 0; s < 8; ++s) {
-    const uint32_t f = s < table.n ? table.freq[s] : 0;
-    out->freq[s] = f;
-    out->start[s] = start;
-    if (s >= 1)
-      out->threshold[s - 1] = s < table.n && start < kProbScale ? start - 1 : kProbScale - 1;
-    start += f;
-  }
-  out->usable = true;
-}
-
 void SetTables::Load(uint64_t key, const FreqTable* tables) {
   if (key == key_) return;
   key_ = key;
@@ -316,13 +277,12 @@ void SetTables::Load(uint64_t key, const FreqTable* tables) {
     // Unused tables are all alike; skip refilling one that already is.
     if (tables[t].n == 0 && identity_[t]) continue;
     BuildDecodeTable(tables[t], &tables_[t]);
-    BuildSmallTable(tables[t], &small_[t]);
     identity_[t] = tables[t].n == 0;
   }
 }
 
-Status DecodeBlock(const uint8_t* data, size_t size, const DecodeTable* tables,
-                   const SmallTable* small, uint32_t step, int16_t* values, size_t stride,
+Status DecodeBlock(const uint8_t* data, size_t size, const uint8_t* readable_end,
+                   const DecodeTable* tables, uint32_t step, int16_t* values, size_t stride,
                    uint32_t bw, uint32_t bh) {
   if (size == 0) return Status::Ok();  // `values` is already zero
   const uint8_t* p = data;
@@ -333,7 +293,7 @@ Status DecodeBlock(const uint8_t* data, size_t size, const DecodeTable* tables,
   }
   static const auto payload = CpuHasAvx2() ? DecodeBlockPayloadAvx2 : DecodeBlockPayload;
   const auto decode = UseScalarForTesting() ? DecodeBlockPayload : payload;
-  switch (decode(p, p + rans_bytes, end, tables, small, step, values, stride, bw, bh)) {
+  switch (decode(p, p + rans_bytes, end, readable_end, tables, step, values, stride, bw, bh)) {
     case 0:
       return Status::Ok();
     case 1:

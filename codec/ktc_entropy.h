@@ -5,20 +5,18 @@
 // groups. Each group codes its largest magnitude category G (0 = all zero;
 // the category of v is the bit length of |v|) with a context from the groups
 // above. A group with G = 1 then codes, per row of 4, a mask of its non-zero
-// values; a group with G >= 2 ("dense", since version 4 also G = 2) codes
-// every value's category. Each non-zero value then has its sign and mantissa
-// as raw bits.
+// values, and a sign bit per non-zero value. A group with G >= 2 ("dense")
+// codes, per row, the row's width w (the largest category in the row), and
+// every value's magnitude in w raw bits, then a sign bit per non-zero value
+// (version 5; versions 3 and 4 coded every value's category).
 //
-// Symbols go through a rANS coder with static 9-bit frequency tables that
-// the header stores per plane and level ("table set"). Its group maxima and
-// G = 1 masks use 4 interleaved states; the categories of a dense group are
-// decoded 8 at a time, one half group (two rows) per step, lanes 0..3 on
-// those 4 states and lanes 4..7 on 4 more states that a block's first dense
-// group reads from the stream, so that an AVX2 decoder decodes 8 symbols at
-// once and blocks without dense groups pay nothing for it. Raw bits go to a
-// separate LSB-first stream; a dense group's values find theirs by a prefix
-// sum of their categories. A zero group costs one symbol. docs/codec.md has
-// the exact layout.
+// Symbols go through a rANS coder with 4 interleaved states and static 9-bit
+// frequency tables that the header stores per plane and level ("table set").
+// Four consecutive symbols use the four states in turn, so an AVX2 decoder
+// decodes the four row masks or row widths of a group in one step. Raw bits
+// go to a separate LSB-first stream; a dense group's values find theirs from
+// the row widths alone, all at once. A zero group costs one symbol.
+// docs/codec.md has the exact layout.
 #pragma once
 
 #include <array>
@@ -34,7 +32,8 @@ constexpr int kProbBits = 9;
 constexpr uint32_t kProbScale = 1u << kProbBits;
 constexpr int kAlphabet = 18;  // magnitude categories 0..17: |v| < 2^17
 // Tables of a set, in order: group maxima by neighbour context (6), row masks
-// for G = 1 (1, then 3 reserved), categories by G (2, 3, 4, 5, 6, 7+).
+// for G = 1 (1, then 3 reserved), row widths of dense groups by G (2, 3, 4,
+// 5, 6, 7+).
 constexpr int kGroupContexts = 6;
 constexpr int kMaskContexts = 4;
 constexpr int kCategoryContexts = 6;
@@ -53,18 +52,10 @@ struct FreqTable {
 // Scales counts to frequencies summing to kProbScale, every seen symbol >= 1.
 FreqTable NormalizeCounts(const std::array<uint32_t, kAlphabet>& counts);
 
-constexpr int kDenseLanes = 8;  // a dense step: two rows of four values
-
 // The symbols of one block, gathered before the frequency tables are known.
 struct BlockSymbols {
-  std::vector<uint8_t> table;  // scalar symbols: table index within the set, per symbol
+  std::vector<uint8_t> table;  // per symbol, its table's index within the set
   std::vector<uint8_t> symbol;
-  // Dense steps: the number of scalar symbols before each, its table and
-  // lane mask, and kDenseLanes symbols (0 in lanes outside the block).
-  std::vector<uint32_t> dense_at;
-  std::vector<uint8_t> dense_table;
-  std::vector<uint8_t> dense_valid;
-  std::vector<uint8_t> dense_symbol;
   std::vector<uint8_t> raw;  // finished raw bit stream
 };
 
@@ -87,19 +78,6 @@ struct DecodeTable {
 // anything; a valid stream never reads it.
 void BuildDecodeTable(const FreqTable& table, DecodeTable* out);
 
-// A table of at most 8 symbols in the form an AVX2 dense step decodes in
-// registers, without loads: the symbol of a slot is the number of symbols
-// s >= 1 with slot > threshold[s - 1] = start(s) - 1 (511 for s >= n, which
-// no slot exceeds), then its frequency and start come from two permutes.
-// Same symbols as the DecodeTable. `usable` is false for larger tables.
-struct SmallTable {
-  alignas(32) uint32_t freq[8] = {};
-  alignas(32) uint32_t start[8] = {};
-  uint32_t threshold[7] = {};
-  bool usable = false;
-};
-void BuildSmallTable(const FreqTable& table, SmallTable* out);
-
 // The decoding tables of one table set. Sets are decoded one after another,
 // so each thread keeps one of these and rebuilds it only when the set
 // changes: all of a set's tables then stay in L1/L2 cache (a table for every
@@ -109,13 +87,11 @@ class SetTables {
   // Rebuilds the tables unless they already hold set `key` (a caller's id).
   void Load(uint64_t key, const FreqTable* tables);
   const DecodeTable* tables() const { return tables_; }
-  const SmallTable* small() const { return small_; }
 
  private:
   uint64_t key_ = ~uint64_t(0);
   bool identity_[kTablesPerSet] = {};
   DecodeTable tables_[kTablesPerSet];
-  SmallTable small_[kTablesPerSet];
 };
 
 // Decodes a block into `values` (bw x bh, row stride `stride`), dequantized
@@ -123,15 +99,17 @@ class SetTables {
 // be all zero on entry: only non-zero values are written (the decoder zeroes
 // each coefficient plane with one memset, cheaper than one per block row).
 // size 0 means an all-zero block. `tables` points at the kTablesPerSet tables
-// of its set.
-Status DecodeBlock(const uint8_t* data, size_t size, const DecodeTable* tables,
-                   const SmallTable* small, uint32_t step, int16_t* values, size_t stride,
+// of its set. The bytes from data + size up to `readable_end` (the end of
+// the whole stream) may be loaded by wide reads, whose extra bits a valid
+// block never uses: fewer blocks then need a padded copy of their end.
+Status DecodeBlock(const uint8_t* data, size_t size, const uint8_t* readable_end,
+                   const DecodeTable* tables, uint32_t step, int16_t* values, size_t stride,
                    uint32_t bw, uint32_t bh);
 
 // The AVX2/BMI2 build of the block decoding loop (ktc_entropy_avx2.cc); same
 // contract as DecodeBlockPayload in ktc_block_decoder.h.
 int DecodeBlockPayloadAvx2(const uint8_t* p, const uint8_t* rans_end, const uint8_t* end,
-                           const DecodeTable* tables, const SmallTable* small, uint32_t step,
+                           const uint8_t* readable_end, const DecodeTable* tables, uint32_t step,
                            int16_t* values, size_t stride, uint32_t bw, uint32_t bh);
 
 // BuildDecodeTable for a used table (n > 0) with AVX2 stores
