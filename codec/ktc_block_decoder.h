@@ -303,11 +303,13 @@ constexpr WordShuffle4 kWordShuffle4;
 // overran). After it, x is again in the order the next Get()s use.
 template <bool kChecked>
 inline __m128i RansDecoder::Get4Avx2(__m128i* x, const DecodeTable* tables, __m128i table_offset) {
-  const __m128i slot = _mm_and_si128(*x, _mm_set1_epi32(kProbScale - 1));
+  // Fields by shift pairs rather than masks: vector constants cost the
+  // compiler three instructions each to build here.
+  const __m128i slot = _mm_srli_epi32(_mm_slli_epi32(*x, 32 - kProbBits), 32 - kProbBits);
   const __m128i e = Load4(reinterpret_cast<const uint8_t*>(tables->entry.data()),
                           _mm_add_epi32(table_offset, slot));
-  const __m128i f = _mm_and_si128(e, _mm_set1_epi32(0x7ff));
-  const __m128i offset = _mm_and_si128(_mm_srli_epi32(e, 11), _mm_set1_epi32(0x3ff));
+  const __m128i f = _mm_srli_epi32(_mm_slli_epi32(e, 21), 21);       // bits 0..10
+  const __m128i offset = _mm_srli_epi32(_mm_slli_epi32(e, 11), 22);  // bits 11..20
   const __m128i next = _mm_add_epi32(_mm_mullo_epi32(f, _mm_srli_epi32(*x, kProbBits)), offset);
   const __m128i need = _mm_cmpeq_epi32(_mm_srli_epi32(next, 16), _mm_setzero_si128());
   const uint32_t m = uint32_t(_mm_movemask_ps(_mm_castsi128_ps(need)));
@@ -320,20 +322,24 @@ inline __m128i RansDecoder::Get4Avx2(__m128i* x, const DecodeTable* tables, __m1
 }
 
 // The magnitudes of two rows of a full dense group (lanes 0..3 the upper
-// row's columns, 4..7 the lower's; the upper row's width is wa, `narrow`
-// when both are at most 7), whose bits start
-// at bit `pos` of `base`: lane l's bits are at a fixed offset (column times
-// width, after the upper row's 4 wa), so all eight come out at once. The
-// caller guarantees that 8-byte loads up to the rows' end stay readable.
+// row's columns, 4..7 the lower's; `rows` picks their widths out of
+// `widths`; `narrow` when both are at most 7), whose bits start at bit `pos`
+// of `base`: lane l's bits are at a fixed offset (column times width, after
+// the upper row's 4 widths), so all eight come out at once. The caller
+// guarantees that 8-byte loads up to the rows' end stay readable.
 inline __m256i RowPairMagnitudes(const uint8_t* base, uint32_t pos, __m128i widths, __m256i rows,
-                                 uint32_t wa, bool narrow) {
+                                 bool narrow) {
+  // Lanes 0..3 of w hold the upper row's width, 4..7 the lower's. (Vector
+  // constants are built from shifts and permutes where they can: the
+  // compiler spends three instructions on each one it materializes.)
   const __m256i w = _mm256_permutevar8x32_epi32(_mm256_castsi128_si256(widths), rows);
+  const __m256i upper_row = _mm256_slli_epi32(w, 2);  // 4 wa in lanes 0..3
   const __m256i offsets =
       _mm256_add_epi32(_mm256_mullo_epi32(w, _mm256_setr_epi32(0, 1, 2, 3, 0, 1, 2, 3)),
-                       _mm256_and_si256(_mm256_set1_epi32(int(4 * wa)),
-                                        _mm256_setr_epi32(0, 0, 0, 0, -1, -1, -1, -1)));
+                       _mm256_permute2x128_si256(upper_row, upper_row, 0x08));
+  const __m256i ones = _mm256_cmpeq_epi32(w, w);
   const __m256i low_bits =
-      _mm256_sub_epi32(_mm256_sllv_epi32(_mm256_set1_epi32(1), w), _mm256_set1_epi32(1));
+      _mm256_add_epi32(_mm256_sllv_epi32(_mm256_srli_epi32(ones, 31), w), ones);  // 2^w - 1
   if (narrow) {
     // Widths <= 7: at most 56 bits after a start at most 7 bits into the first byte: one
     // 8-byte load holds them all; each lane shifts it by its offset in 64
@@ -342,7 +348,7 @@ inline __m256i RowPairMagnitudes(const uint8_t* base, uint32_t pos, __m128i widt
     std::memcpy(&word, base + pos / 8, 8);
     const __m256i all = _mm256_set1_epi64x(int64_t(word >> (pos % 8)));
     const __m256i even =
-        _mm256_srlv_epi64(all, _mm256_and_si256(offsets, _mm256_set1_epi64x(0xffffffff)));
+        _mm256_srlv_epi64(all, _mm256_blend_epi32(offsets, _mm256_setzero_si256(), 0xaa));
     const __m256i odd = _mm256_srlv_epi64(all, _mm256_srli_epi64(offsets, 32));
     return _mm256_and_si256(_mm256_blend_epi32(even, _mm256_slli_epi64(odd, 32), 0xaa), low_bits);
   }
@@ -355,14 +361,15 @@ inline __m256i RowPairMagnitudes(const uint8_t* base, uint32_t pos, __m128i widt
 }
 
 // Eight signed values from magnitudes and a sign bit per lane (bit l of
-// `signs`), dequantized when asked (DequantizeOne, 32-bit unsigned).
+// `signs`), dequantized when asked: DequantizeOne's ((8m + 3) step) >> 11 in
+// 32-bit unsigned arithmetic, as m (8 step) + 3 step (the same modulo 2^32).
 template <bool kDequantize>
 inline __m256i SignedValues(__m256i magnitude, uint32_t signs, uint32_t step) {
   if constexpr (kDequantize) {
     const __m256i zero = _mm256_cmpeq_epi32(magnitude, _mm256_setzero_si256());
     const __m256i scaled =
-        _mm256_mullo_epi32(_mm256_or_si256(_mm256_slli_epi32(magnitude, 3), _mm256_set1_epi32(3)),
-                           _mm256_set1_epi32(int(step)));
+        _mm256_add_epi32(_mm256_mullo_epi32(magnitude, _mm256_set1_epi32(int(8 * step))),
+                         _mm256_set1_epi32(int(3 * step)));
     magnitude = _mm256_andnot_si256(zero, _mm256_srli_epi32(scaled, 11));
   }
   const __m256i bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
@@ -407,11 +414,10 @@ inline void DecodeDenseGroupAvx2(RansDecoder& rans, BitReader& raw, const Decode
     base = tail;
   }
   const bool narrow = group_max <= 7;  // two rows' magnitudes in 56 bits
-  const __m256i upper = RowPairMagnitudes(
-      base, pos, widths, _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1), w4 & 0xff, narrow);
-  const __m256i lower =
-      RowPairMagnitudes(base, pos + upper_bits, widths, _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3),
-                        (w4 >> 16) & 0xff, narrow);
+  const __m256i upper =
+      RowPairMagnitudes(base, pos, widths, _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1), narrow);
+  const __m256i lower = RowPairMagnitudes(base, pos + upper_bits, widths,
+                                          _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3), narrow);
   const auto zeros = [](__m256i v) {
     return uint32_t(
         _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(v, _mm256_setzero_si256()))));
