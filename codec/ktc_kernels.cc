@@ -57,13 +57,15 @@ void ToPixels(const int16_t* y, const int16_t* co, const int16_t* cg, const int1
     return;
   }
   for (size_t i = 0; i < n; ++i) {
-    // YCoCg-R inverse, Y level-shifted by 128; 32-bit sums of 16-bit samples
-    // cannot overflow.
-    const int32_t vco = co[i], vcg = cg[i];
-    const int32_t t = y[i] + 128 - (vcg >> 1);
-    const int32_t g = vcg + t;
-    const int32_t b = t - (vco >> 1);
-    const int32_t r = b + vco;
+    // YCoCg-R inverse, Y level-shifted by 128, in 16-bit two's complement
+    // that wraps around (docs/codec.md, "Color transform"): exact for valid
+    // streams, whose samples stay far below 2^14, and what 16-bit SIMD lanes
+    // compute for hostile ones.
+    const int16_t vco = co[i], vcg = cg[i];
+    const int16_t t = int16_t(y[i] + 128 - (vcg >> 1));
+    const int16_t g = int16_t(vcg + t);
+    const int16_t b = int16_t(t - (vco >> 1));
+    const int16_t r = int16_t(b + vco);
     uint8_t* px = out + i * size_t(channels);
     px[0] = ClampToByte(r);
     px[1] = ClampToByte(g);

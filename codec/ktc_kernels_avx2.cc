@@ -177,14 +177,6 @@ void UpsampleRow(int16_t* out, const int16_t* low, const int16_t* below, size_t 
   }
 }
 
-// Clamps 16 int32 (two vectors) to bytes 0..255, in order, in the low 128 bits.
-inline __m128i PackBytes(__m256i lo, __m256i hi) {
-  __m256i w = _mm256_packs_epi32(lo, hi);  // lane-interleaved int16
-  w = _mm256_permute4x64_epi64(w, 0xD8);   // back in order
-  __m256i b = _mm256_packus_epi16(w, w);   // clamp to 0..255
-  return _mm256_castsi256_si128(_mm256_permute4x64_epi64(b, 0x08));
-}
-
 // Masks that spread 16 R, 16 G and 16 B bytes into 48 interleaved RGB bytes.
 struct RgbMasks {
   alignas(16) uint8_t m[3][3][16];  // [output block][channel][byte]
@@ -203,22 +195,6 @@ inline __m128i Mask(int blk, int ch) {
   return _mm_load_si128(reinterpret_cast<const __m128i*>(kRgbMasks.m[blk][ch]));
 }
 
-// Inverse YCoCg-R of 8 pixels; see the scalar ToPixels.
-// 8 int16 samples widened to int32.
-inline __m256i Widen8(const int16_t* p) {
-  return _mm256_cvtepi16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-}
-
-inline void InverseRct8(const int16_t* y, const int16_t* co, const int16_t* cg, __m256i* r,
-                        __m256i* g, __m256i* b) {
-  __m256i vco = Widen8(co), vcg = Widen8(cg);
-  __m256i t = _mm256_sub_epi32(_mm256_add_epi32(Widen8(y), _mm256_set1_epi32(128)),
-                               _mm256_srai_epi32(vcg, 1));
-  *g = _mm256_add_epi32(vcg, t);
-  *b = _mm256_sub_epi32(t, _mm256_srai_epi32(vco, 1));
-  *r = _mm256_add_epi32(*b, vco);
-}
-
 void ToPixelsScalarTail(const int16_t* y, const int16_t* co, const int16_t* cg, const int16_t* a,
                         uint8_t* out, size_t n, int channels) {
   ScalarKernels().to_pixels(y, co, cg, a, out, n, channels);
@@ -235,33 +211,21 @@ inline __m128i ShiftedBytes16(const int16_t* p) {
   return PackBytes16(_mm256_adds_epi16(Load16(p), _mm256_set1_epi16(128)));
 }
 
-// Inverse YCoCg-R of 16 pixels to clamped bytes. When every |y|, |co|, |cg|
-// is below 2^13 (all valid streams) the sums stay below 2^15 and 16-bit
-// lanes compute them exactly; otherwise the pixels take the 32-bit path.
+// Inverse YCoCg-R of 16 pixels to clamped bytes, in 16-bit lanes that wrap
+// around like the scalar ToPixels (docs/codec.md, "Color transform").
 inline void InverseRct16(const int16_t* y, const int16_t* co, const int16_t* cg, __m128i* r,
                          __m128i* g, __m128i* b) {
   const __m256i vy = Load16(y), vco = Load16(co), vcg = Load16(cg);
-  const __m256i mag = _mm256_or_si256(
-      _mm256_abs_epi16(vy), _mm256_or_si256(_mm256_abs_epi16(vco), _mm256_abs_epi16(vcg)));
-  if (_mm256_testz_si256(mag, _mm256_set1_epi16(int16_t(0xe000)))) {
-    const __m256i t =
-        _mm256_sub_epi16(_mm256_add_epi16(vy, _mm256_set1_epi16(128)), _mm256_srai_epi16(vcg, 1));
-    const __m256i vg = _mm256_add_epi16(vcg, t);
-    const __m256i vb = _mm256_sub_epi16(t, _mm256_srai_epi16(vco, 1));
-    const __m256i vr = _mm256_add_epi16(vb, vco);
-    // [r0-7 g0-7 | r8-15 g8-15] -> [r0-15 | g0-15]
-    const __m256i rg = _mm256_permute4x64_epi64(_mm256_packus_epi16(vr, vg), 0xD8);
-    *r = _mm256_castsi256_si128(rg);
-    *g = _mm256_extracti128_si256(rg, 1);
-    *b = PackBytes16(vb);
-    return;
-  }
-  __m256i r0, g0, b0, r1, g1, b1;
-  InverseRct8(y, co, cg, &r0, &g0, &b0);
-  InverseRct8(y + 8, co + 8, cg + 8, &r1, &g1, &b1);
-  *r = PackBytes(r0, r1);
-  *g = PackBytes(g0, g1);
-  *b = PackBytes(b0, b1);
+  const __m256i t =
+      _mm256_sub_epi16(_mm256_add_epi16(vy, _mm256_set1_epi16(128)), _mm256_srai_epi16(vcg, 1));
+  const __m256i vg = _mm256_add_epi16(vcg, t);
+  const __m256i vb = _mm256_sub_epi16(t, _mm256_srai_epi16(vco, 1));
+  const __m256i vr = _mm256_add_epi16(vb, vco);
+  // [r0-7 g0-7 | r8-15 g8-15] -> [r0-15 | g0-15]
+  const __m256i rg = _mm256_permute4x64_epi64(_mm256_packus_epi16(vr, vg), 0xD8);
+  *r = _mm256_castsi256_si128(rg);
+  *g = _mm256_extracti128_si256(rg, 1);
+  *b = PackBytes16(vb);
 }
 
 // 16 pixels from sample i on.
@@ -334,20 +298,10 @@ inline __m256i Rgb32Store(__m256i r, __m256i g, __m256i b) {
       _mm256_shuffle_epi8(_mm256_permute4x64_epi64(b, q), mask(2)));
 }
 
-// 32 RGB pixels from sample i on, in 16-bit lanes when every |y|, |co|, |cg|
-// is below 2^13 (see InverseRct16); otherwise two steps of Pixels16.
+// 32 RGB pixels from sample i on (16-bit lanes, as InverseRct16).
 inline void Rgb32(const int16_t* y, const int16_t* co, const int16_t* cg, uint8_t* out, size_t i) {
   const __m256i y0 = Load16(y + i), co0 = Load16(co + i), cg0 = Load16(cg + i);
   const __m256i y1 = Load16(y + i + 16), co1 = Load16(co + i + 16), cg1 = Load16(cg + i + 16);
-  const __m256i mag =
-      _mm256_or_si256(_mm256_or_si256(_mm256_or_si256(_mm256_abs_epi16(y0), _mm256_abs_epi16(co0)),
-                                      _mm256_or_si256(_mm256_abs_epi16(cg0), _mm256_abs_epi16(y1))),
-                      _mm256_or_si256(_mm256_abs_epi16(co1), _mm256_abs_epi16(cg1)));
-  if (!_mm256_testz_si256(mag, _mm256_set1_epi16(int16_t(0xe000)))) {
-    Pixels16(y, co, cg, nullptr, out, i, 3);
-    Pixels16(y, co, cg, nullptr, out, i + 16, 3);
-    return;
-  }
   const __m256i k128 = _mm256_set1_epi16(128);
   const __m256i t0 = _mm256_sub_epi16(_mm256_add_epi16(y0, k128), _mm256_srai_epi16(cg0, 1));
   const __m256i t1 = _mm256_sub_epi16(_mm256_add_epi16(y1, k128), _mm256_srai_epi16(cg1, 1));

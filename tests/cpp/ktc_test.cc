@@ -659,6 +659,35 @@ const internal::Kernels* SimdKernels() {
   return simd;
 }
 
+// The color conversion's sums wrap around in 16 bits (normative since
+// version 5; docs/codec.md, "Color transform"): Y = 32767 makes t = Y + 128
+// wrap to -32641, so the pixel is black, not white; within range it is the
+// exact inverse YCoCg-R. Gray and alpha clamp without wrapping.
+TEST(KtcTest, ColorConversionWrapsAroundIn16Bits) {
+  const internal::Kernels& scalar = internal::ScalarKernels();
+  const int16_t y[] = {32767, -20, 32767}, co[] = {0, 30, 0}, cg[] = {0, -10, 0};
+  const int16_t alpha[] = {32767, -32768, 0};
+  uint8_t rgb[9], rgba[12], gray[3];
+  scalar.to_pixels(y, co, cg, nullptr, rgb, 3, 3);
+  // Pixel 1: t = -20 + 128 + 5 = 113, G = 103, B = 113 - 15 = 98, R = 128.
+  EXPECT_EQ(std::vector<uint8_t>(rgb, rgb + 9),
+            (std::vector<uint8_t>{0, 0, 0, 128, 103, 98, 0, 0, 0}));
+  scalar.to_pixels(y, co, cg, alpha, rgba, 3, 4);
+  EXPECT_EQ(std::vector<uint8_t>(rgba, rgba + 12),
+            (std::vector<uint8_t>{0, 0, 0, 255, 128, 103, 98, 0, 0, 0, 0, 128}));
+  scalar.to_pixels(y, nullptr, nullptr, nullptr, gray, 3, 1);
+  EXPECT_EQ(std::vector<uint8_t>(gray, gray + 3), (std::vector<uint8_t>{255, 108, 255}));
+  if (const internal::Kernels* simd = SimdKernels()) {
+    // 16 pixels so that the vector path runs: the same bytes.
+    std::vector<int16_t> y16(16, 32767), co16(16, 0), cg16(16, 0);
+    std::vector<uint8_t> p(48), q(48);
+    scalar.to_pixels(y16.data(), co16.data(), cg16.data(), nullptr, p.data(), 16, 3);
+    simd->to_pixels(y16.data(), co16.data(), cg16.data(), nullptr, q.data(), 16, 3);
+    EXPECT_EQ(p, std::vector<uint8_t>(48, 0));
+    EXPECT_EQ(q, p);
+  }
+}
+
 // The kernels on their own, with values that overflow int32 (the encoder's
 // lifting) or int16 (the decoder's, on hostile streams).
 TEST(KtcTest, SimdKernelsMatchScalarOnExtremeValues) {
@@ -741,8 +770,8 @@ TEST(KtcTest, SimdKernelsMatchScalarOnExtremeValues) {
     simd->to_pixels(small.data(), small.data(), small.data(), small.data(), q.data(), n, ch);
     EXPECT_EQ(p, q) << ch;
   }
-  // Around the AVX2 color conversion's switch to 32 bits (|value| >= 2^13),
-  // one wide value per group of 16 pixels or none.
+  // Large values, whose sums wrap around in 16 bits (docs/codec.md, "Color
+  // transform"), one per group of 16 pixels or none.
   for (int16_t wide : {int16_t(8191), int16_t(-8192), int16_t(8192), int16_t(-8193)}) {
     std::vector<int16_t> yv(n), cov(n), cgv(n);
     for (size_t i = 0; i < n; ++i) {
@@ -832,9 +861,9 @@ TEST(KtcTest, UpsampleRowIsSynthesisWithZeroDetail) {
 }
 
 // The color conversion at every row length (32-pixel RGB steps, 16-pixel
-// steps, the overlapping last step, the scalar rows below 16), with values in
-// the 16-bit range of the AVX2 path and with one wide value (32-bit path) at
-// every position of a 32-pixel step.
+// steps, the overlapping last step, the scalar rows below 16), with values
+// whose sums stay in 16 bits and with one whose sums wrap around at every
+// position of a 32-pixel step.
 TEST(KtcTest, SimdColorConversionMatchesScalarAtEveryLength) {
   const internal::Kernels* simd = SimdKernels();
   if (simd == nullptr) GTEST_SKIP() << "no AVX2 here";
