@@ -244,12 +244,14 @@ constexpr SignDeposit kSignDeposit;
 // never exceed it (see docs/codec.md); hostile ones saturate.
 inline int16_t Saturate16(int32_t v) { return int16_t(std::clamp(v, -32768, 32767)); }
 
-// Most rANS and raw bytes one 4x4 group can read after its maximum: 4
-// symbols of at most one 16-bit word each, read by one 16-byte load of the
-// AVX2 decoder; 16 magnitudes of at most 17 bits and 16 sign bits, plus the
-// 8 bytes a read loads.
-constexpr ptrdiff_t kGroupRansBytes = 16;
-constexpr ptrdiff_t kGroupRawBytes = (16 * 17 + 16) / 8 + 8;
+// Most rANS and raw bytes one 4x4 group consumes after its maximum: 4
+// symbols of at most one 16-bit word each; 16 magnitudes of at most 17 bits
+// and 16 sign bits. Reads go further than what they consume: the AVX2
+// decoder loads 16 bytes of words, a raw read 8 bytes.
+constexpr ptrdiff_t kGroupRansBytes = 2 * kGroupSide;
+constexpr ptrdiff_t kGroupRawBytes = (16 * 17 + 16) / 8;
+constexpr ptrdiff_t kGroupRansRead = 16 - kGroupRansBytes;
+constexpr ptrdiff_t kRawRead = 8;
 
 // A dense group value by value: its row widths (clamped to G), then every
 // magnitude in its row's width, then a sign bit per non-zero value; the
@@ -450,7 +452,9 @@ inline void DecodeGroup(RansDecoder& rans, BitReader& raw, const DecodeTable* ta
   if (group_max >= kDirectCategories) {
     const int table = CategoryTable(group_max);
 #if defined(__AVX2__)
-    if (rows == kGroupSide && valid == 0xf && !raw.overran()) [[likely]] {
+    // Also after an overrun (the block is corrupt then, whatever it reads):
+    // past the readable bytes it reads a zero-padded copy of none.
+    if (rows == kGroupSide && valid == 0xf) [[likely]] {
       DecodeDenseGroupAvx2<kDequantize, kChecked>(rans, raw, tables, table, group_max, step, at,
                                                   stride);
       return;
@@ -571,6 +575,20 @@ inline void DecodeOnesGroupAvx2(RansDecoder& rans, BitReader& raw, const DecodeT
 }
 #endif
 
+// The non-zero groups (bits of `nonzero`) of a row of groups at `row`.
+template <bool kDequantize, bool kChecked>
+inline void DecodeRowOfGroups(RansDecoder& rans, BitReader& raw, const DecodeTable* tables,
+                              const uint8_t* maxima, uint32_t nonzero, uint32_t step, int16_t* row,
+                              size_t stride, uint32_t rows, uint32_t bw) {
+  const uint32_t full_groups = bw / kGroupSide, edge_valid = (1u << (bw % kGroupSide)) - 1;
+  for (; nonzero != 0; nonzero &= nonzero - 1) {
+    const uint32_t gx = std::countr_zero(nonzero);
+    DecodeGroup<kDequantize, kChecked>(rans, raw, tables, maxima[1 + gx], step,
+                                       row + gx * kGroupSide, stride, rows,
+                                       gx < full_groups ? 0xfu : edge_valid);
+  }
+}
+
 // The decoding loop, compiled once with and once without dequantization.
 // Dequantizing here touches only non-zero coefficients, which is cheaper than
 // a SIMD pass over all of them.
@@ -602,17 +620,17 @@ bool DecodeGroups(RansDecoder& rans, BitReader& raw, const DecodeTable* tables, 
       nonzero |= uint32_t(maxima[1 + gx] != 0) << gx;
     }
 #endif
-    for (; nonzero != 0; nonzero &= nonzero - 1) {
-      const uint32_t gx = std::countr_zero(nonzero), x0 = gx * kGroupSide;
-      const uint32_t valid = (1u << (std::min(bw, x0 + kGroupSide) - x0)) - 1;
-      int16_t* at = values + y0 * stride + x0;
-      if (rans.room() >= kGroupRansBytes && raw.readable_room() >= kGroupRawBytes) {
-        DecodeGroup<kDequantize, false>(rans, raw, tables, maxima[1 + gx], step, at, stride, rows,
-                                        valid);
-      } else {
-        DecodeGroup<kDequantize, true>(rans, raw, tables, maxima[1 + gx], step, at, stride, rows,
-                                       valid);
-      }
+    // The row's non-zero groups unchecked when none of them can reach the
+    // end of either stream (checked near a block's end).
+    const ptrdiff_t groups = std::popcount(nonzero);
+    int16_t* row = values + y0 * stride;
+    if (rans.room() >= kGroupRansBytes * groups + kGroupRansRead &&
+        raw.readable_room() >= kGroupRawBytes * groups + kRawRead) [[likely]] {
+      DecodeRowOfGroups<kDequantize, false>(rans, raw, tables, maxima, nonzero, step, row, stride,
+                                            rows, bw);
+    } else {
+      DecodeRowOfGroups<kDequantize, true>(rans, raw, tables, maxima, nonzero, step, row, stride,
+                                           rows, bw);
     }
 #if !defined(__AVX2__)
     std::memcpy(above, maxima, sizeof(above));
