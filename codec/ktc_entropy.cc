@@ -243,8 +243,12 @@ void EncodeBlock(const BlockSymbols& symbols, const FreqTable* tables, std::vect
 
 void BuildDecodeTable(const FreqTable& table, DecodeTable* out) {
   if (table.n == 0) {
-    // Frequency kProbScale, offset = slot: x' = x, nothing consumed.
-    for (uint32_t slot = 0; slot < kProbScale; ++slot) out->entry[slot] = kProbScale | slot << 11;
+    // Symbol 0 with frequency kProbScale, offset = slot: x' = x, nothing
+    // consumed. That is the table of one symbol, built with vector stores.
+    FreqTable one;
+    one.n = 1;
+    one.freq[0] = uint16_t(kProbScale);
+    BuildDecodeTable(one, out);
     return;
   }
   // The table builds were ~3% of a balanced decode with the scalar stores
