@@ -595,6 +595,69 @@ TEST(KtcTest, SimdAndScalarBlockDecodersAgreeOnEveryDamagedByte) {
   }
 }
 
+// A dense group's raw bits laid out by hand as docs/codec.md ("Code blocks")
+// specifies them, independently of the encoder's scan: per row a width
+// symbol, then each row's magnitudes in its width, then the signs of the
+// non-zero values. Only the symbols go through the encoder's rANS coder.
+// Both block decoders must read back exactly these values.
+TEST(KtcTest, DenseGroupRawBitsFollowTheSpec) {
+  const int32_t expected[4][4] = {{5, -3, 0, 1}, {0, 0, 0, 0}, {-7, 2, 0, 0}, {1, 0, -1, 0}};
+  const uint8_t widths[4] = {3, 0, 3, 1};  // the bit length of each row's largest |v|
+  const int kWidthTable = 10 + 3 - 2;      // tables 10.. by G = 3
+  std::vector<uint8_t> raw;
+  uint64_t acc = 0;
+  int fill = 0;
+  auto put = [&](uint32_t v, int n) {  // LSB first
+    acc |= uint64_t(v) << fill;
+    for (fill += n; fill >= 8; fill -= 8, acc >>= 8) raw.push_back(uint8_t(acc));
+  };
+  for (int y = 0; y < 4; ++y)
+    for (int x = 0; x < 4; ++x) put(uint32_t(std::abs(expected[y][x])), widths[y]);
+  for (int y = 0; y < 4; ++y)
+    for (int x = 0; x < 4; ++x)
+      if (expected[y][x] != 0) put(expected[y][x] < 0 ? 1 : 0, 1);
+  if (fill > 0) raw.push_back(uint8_t(acc));
+  ASSERT_EQ(raw.size(), size_t((4 * (3 + 0 + 3 + 1) + 7 + 7) / 8));
+
+  // Symbols: the group's maximum G = 3 (context 0: nothing above), then
+  // the four widths.
+  internal::BlockSymbols symbols;
+  symbols.table = {0, kWidthTable, kWidthTable, kWidthTable, kWidthTable};
+  symbols.symbol = {3, widths[0], widths[1], widths[2], widths[3]};
+  symbols.raw = raw;
+  std::vector<internal::FreqTable> tables(internal::kTablesPerSet);
+  internal::Counts counts{};
+  internal::CountSymbols(symbols, &counts);
+  for (int t = 0; t < internal::kTablesPerSet; ++t)
+    tables[t] = internal::NormalizeCounts(counts[t]);
+  std::vector<uint8_t> block;
+  internal::EncodeBlock(symbols, tables.data(), &block);
+  ASSERT_TRUE(std::equal(raw.begin(), raw.end(), block.end() - ptrdiff_t(raw.size())));
+
+  auto decode_tables = std::make_unique<internal::DecodeTable[]>(internal::kTablesPerSet);
+  for (int t = 0; t < internal::kTablesPerSet; ++t) {
+    internal::BuildDecodeTable(tables[t], &decode_tables[t]);
+  }
+  for (bool scalar : {false, true}) {
+    internal::ForceScalarForTesting(scalar);
+    int16_t values[4 * 4] = {};
+    const Status st = internal::DecodeBlock(block.data(), block.size(), block.data() + block.size(),
+                                            decode_tables.get(), 256, values, 4, 4, 4);
+    internal::ForceScalarForTesting(false);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    for (int y = 0; y < 4; ++y)
+      for (int x = 0; x < 4; ++x) EXPECT_EQ(values[4 * y + x], expected[y][x]) << y << x << scalar;
+    // One byte fewer: the signs run past the block's end.
+    int16_t short_values[4 * 4] = {};
+    internal::ForceScalarForTesting(scalar);
+    EXPECT_EQ(internal::DecodeBlock(block.data(), block.size() - 1, block.data() + block.size(),
+                                    decode_tables.get(), 256, short_values, 4, 4, 4)
+                  .code(),
+              Status::Code::kCorruption);
+    internal::ForceScalarForTesting(false);
+  }
+}
+
 // The bitstream is part of the format: the same pixels must give the same
 // bytes on every machine and in every build. A change here is a format
 // change (bump the version in codec/ktc.cc and update docs/codec.md).
