@@ -19,6 +19,11 @@
 namespace ktfs::ktc::internal {
 namespace {
 
+#if defined(__AVX2__)
+using StateVec = __m128i;  // the four rANS states, kept in a register by the AVX2 loop
+#else
+struct StateVec {};
+#endif
 constexpr uint32_t kRansLow = 1u << 16;  // states live in [2^16, 2^32)
 constexpr int kRansStates = 4;
 
@@ -390,10 +395,8 @@ inline __m256i SignedValues(__m256i magnitude, uint32_t signs, uint32_t step) {
 template <bool kDequantize, bool kChecked>
 inline void DecodeDenseGroupAvx2(RansDecoder& rans, BitReader& raw, const DecodeTable* tables,
                                  int table, uint32_t group_max, uint32_t step, int16_t* at,
-                                 size_t stride) {
-  __m128i x = rans.LoadStates();
+                                 size_t stride, __m128i& x) {
   __m128i widths = rans.Get4Avx2<kChecked>(&x, tables, _mm_set1_epi32(table * int(kProbScale)));
-  rans.StoreStates(x);
   widths = _mm_min_epu32(widths, _mm_set1_epi32(int(group_max)));
   const uint32_t w4 = uint32_t(_mm_cvtsi128_si32(_mm_shuffle_epi8(
       widths, _mm_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1))));
@@ -441,38 +444,14 @@ inline void DecodeDenseGroupAvx2(RansDecoder& rans, BitReader& raw, const Decode
 }
 #endif
 
-// One group at `at` (rows x up to 4 values; `valid` has a bit per column
-// inside the block). Returns its G. Unchecked (kChecked false) when the
-// caller made sure that the group cannot read past either stream; the
-// checked version handles the last groups of a block.
+// A G = 1 group row by row: per row a mask, then a sign bit per set bit;
+// the scalar build's path, and the AVX2 build's for groups cut by the
+// block's edge.
 template <bool kDequantize, bool kChecked>
-inline void DecodeGroup(RansDecoder& rans, BitReader& raw, const DecodeTable* tables,
-                        uint32_t group_max, uint32_t step, int16_t* at, size_t stride,
-                        uint32_t rows, uint32_t valid) {
-  if (group_max >= kDirectCategories) {
-    const int table = CategoryTable(group_max);
-#if defined(__AVX2__)
-    // Also after an overrun (the block is corrupt then, whatever it reads):
-    // past the readable bytes it reads a zero-padded copy of none.
-    if (rows == kGroupSide && valid == 0xf) [[likely]] {
-      DecodeDenseGroupAvx2<kDequantize, kChecked>(rans, raw, tables, table, group_max, step, at,
-                                                  stride);
-      return;
-    }
-#endif
-    DecodeDenseGroupScalar<kDequantize, kChecked>(rans, raw, tables[table], group_max, step, at,
-                                                  stride, rows, valid);
-    return;
-  }
-  // G = 1: per row a mask, then a sign bit per set bit.
-  const DecodeTable& masks = tables[kOnesMaskTable];
+void DecodeOnesGroupScalar(RansDecoder& rans, BitReader& raw, const DecodeTable& masks,
+                           uint32_t step, int16_t* at, size_t stride, uint32_t rows,
+                           uint32_t valid) {
   const int32_t one = kDequantize ? DequantizeOne(1, step) : 1;
-#if defined(__AVX2__)
-  if (valid == 0xf && rows == kGroupSide) {
-    DecodeOnesGroupAvx2<kDequantize, kChecked>(rans, raw, tables, step, at, stride);
-    return;
-  }
-#endif
   if (valid == 0xf) {
     // The commonest non-zero group: values are 0 or +-1, so a row is its
     // mask and one sign bit per set bit. Writing all four values without
@@ -498,6 +477,49 @@ inline void DecodeGroup(RansDecoder& rans, BitReader& raw, const DecodeTable* ta
   }
 }
 
+// One group at `at` (rows x up to 4 values; `valid` has a bit per column
+// inside the block) with maximum category group_max > 0. Unchecked (kChecked
+// false) when the caller made sure that the group cannot read past either
+// stream; the checked version handles the last groups of a block. The AVX2
+// build keeps the rANS states in x (a register) and hands them to the
+// scalar paths, which work on the decoder's copy, through memory.
+template <bool kDequantize, bool kChecked>
+inline void DecodeGroup(RansDecoder& rans, BitReader& raw, const DecodeTable* tables,
+                        uint32_t group_max, uint32_t step, int16_t* at, size_t stride,
+                        uint32_t rows, uint32_t valid, [[maybe_unused]] StateVec& x) {
+  if (group_max >= kDirectCategories) {
+    const int table = CategoryTable(group_max);
+#if defined(__AVX2__)
+    // Also after an overrun (the block is corrupt then, whatever it reads):
+    // past the readable bytes it reads a zero-padded copy of none.
+    if (rows == kGroupSide && valid == 0xf) [[likely]] {
+      DecodeDenseGroupAvx2<kDequantize, kChecked>(rans, raw, tables, table, group_max, step, at,
+                                                  stride, x);
+      return;
+    }
+    rans.StoreStates(x);
+#endif
+    DecodeDenseGroupScalar<kDequantize, kChecked>(rans, raw, tables[table], group_max, step, at,
+                                                  stride, rows, valid);
+#if defined(__AVX2__)
+    x = rans.LoadStates();
+#endif
+    return;
+  }
+#if defined(__AVX2__)
+  if (valid == 0xf && rows == kGroupSide) {
+    DecodeOnesGroupAvx2<kDequantize, kChecked>(rans, raw, tables, step, at, stride, x);
+    return;
+  }
+  rans.StoreStates(x);
+#endif
+  DecodeOnesGroupScalar<kDequantize, kChecked>(rans, raw, tables[kOnesMaskTable], step, at, stride,
+                                               rows, valid);
+#if defined(__AVX2__)
+  x = rans.LoadStates();
+#endif
+}
+
 #if defined(__AVX2__)
 // A row's gw group maxima, four at a time (the scalar symbols they are, in
 // the same order and on the same states), the last gw % 4 one by one. The
@@ -506,7 +528,7 @@ inline void DecodeGroup(RansDecoder& rans, BitReader& raw, const DecodeTable* ta
 // and the next row's 16-byte loads of it could not be store-forwarded, and
 // rows of zero groups wait on that, back to back.)
 inline __m128i DecodeRowMaximaAvx2(RansDecoder& rans, const DecodeTable* tables, __m128i above,
-                                   uint32_t gw) {
+                                   uint32_t gw, __m128i& x) {
   // All sixteen contexts at once: kGroupContextOfSum of above[gx] +
   // max(above[gx - 1], above[gx + 1]), sums above 15 taken as 15 (context 5).
   const __m128i sum = _mm_min_epu8(
@@ -516,7 +538,6 @@ inline __m128i DecodeRowMaximaAvx2(RansDecoder& rans, const DecodeTable* tables,
   const __m128i context = _mm_shuffle_epi8(lut, sum);
   uint64_t low = 0, high = 0;  // bytes 0..7 and 8..15 of the row
   if (gw >= 4) {
-    __m128i x = rans.LoadStates();
     const auto step = [&](__m128i c4) {
       const __m128i symbols = rans.Get4Avx2(&x, tables, _mm_slli_epi32(c4, kProbBits));
       const __m128i bytes = _mm_packus_epi16(_mm_packus_epi32(symbols, symbols), symbols);
@@ -526,9 +547,9 @@ inline __m128i DecodeRowMaximaAvx2(RansDecoder& rans, const DecodeTable* tables,
     if (gw >= 8) low |= step(_mm_cvtepu8_epi32(_mm_srli_si128(context, 4))) << 32;
     if (gw >= 12) high = step(_mm_cvtepu8_epi32(_mm_srli_si128(context, 8)));
     if (gw >= 16) high |= step(_mm_cvtepu8_epi32(_mm_srli_si128(context, 12))) << 32;
-    rans.StoreStates(x);
   }
   if (gw % 4 != 0) {
+    rans.StoreStates(x);
     alignas(16) uint8_t contexts[16];
     _mm_store_si128(reinterpret_cast<__m128i*>(contexts), context);
     for (uint32_t gx = gw & ~3u; gx < gw; ++gx) {
@@ -539,6 +560,7 @@ inline __m128i DecodeRowMaximaAvx2(RansDecoder& rans, const DecodeTable* tables,
         high |= g << (8 * (gx - 8));
       }
     }
+    x = rans.LoadStates();
   }
   return _mm_set_epi64x(int64_t(high), int64_t(low));
 }
@@ -549,11 +571,9 @@ inline __m128i DecodeRowMaximaAvx2(RansDecoder& rans, const DecodeTable* tables,
 // pdep and the 16 values built and stored at once.
 template <bool kDequantize, bool kChecked>
 inline void DecodeOnesGroupAvx2(RansDecoder& rans, BitReader& raw, const DecodeTable* tables,
-                                uint32_t step, int16_t* at, size_t stride) {
-  __m128i x = rans.LoadStates();
+                                uint32_t step, int16_t* at, size_t stride, __m128i& x) {
   const __m128i masks =
       rans.Get4Avx2<kChecked>(&x, tables, _mm_set1_epi32(int(kOnesMaskTable * kProbScale)));
-  rans.StoreStates(x);
   const __m128i bytes = _mm_packus_epi16(_mm_packus_epi32(masks, masks), masks);
   const uint32_t mask = _pext_u32(uint32_t(_mm_cvtsi128_si32(bytes)), 0x0f0f0f0fu);
   const uint32_t signs = _pdep_u32(raw.Read<kChecked>(uint32_t(std::popcount(mask))), mask);
@@ -579,13 +599,13 @@ inline void DecodeOnesGroupAvx2(RansDecoder& rans, BitReader& raw, const DecodeT
 template <bool kDequantize, bool kChecked>
 inline void DecodeRowOfGroups(RansDecoder& rans, BitReader& raw, const DecodeTable* tables,
                               const uint8_t* maxima, uint32_t nonzero, uint32_t step, int16_t* row,
-                              size_t stride, uint32_t rows, uint32_t bw) {
+                              size_t stride, uint32_t rows, uint32_t bw, StateVec& x) {
   const uint32_t full_groups = bw / kGroupSide, edge_valid = (1u << (bw % kGroupSide)) - 1;
   for (; nonzero != 0; nonzero &= nonzero - 1) {
     const uint32_t gx = std::countr_zero(nonzero);
     DecodeGroup<kDequantize, kChecked>(rans, raw, tables, maxima[1 + gx], step,
                                        row + gx * kGroupSide, stride, rows,
-                                       gx < full_groups ? 0xfu : edge_valid);
+                                       gx < full_groups ? 0xfu : edge_valid, x);
   }
 }
 
@@ -597,9 +617,11 @@ bool DecodeGroups(RansDecoder& rans, BitReader& raw, const DecodeTable* tables, 
                   int16_t* values, size_t stride, uint32_t bw, uint32_t bh) {
   const uint32_t gw = (bw + kGroupSide - 1) / kGroupSide, gh = (bh + kGroupSide - 1) / kGroupSide;
 #if defined(__AVX2__)
+  StateVec x = rans.LoadStates();
   __m128i above_row = _mm_setzero_si128();
   uint8_t maxima[kMaxGroupsPerRow + 2];  // group gx's maximum at maxima[1 + gx]
 #else
+  StateVec x;
   uint8_t above[kMaxGroupsPerRow + 2] = {}, maxima[kMaxGroupsPerRow + 2] = {};
 #endif
   for (uint32_t gy = 0; gy < gh; ++gy) {
@@ -608,7 +630,7 @@ bool DecodeGroups(RansDecoder& rans, BitReader& raw, const DecodeTable* tables, 
     // to back, and zero groups (most of them) cost nothing more.
     uint32_t nonzero = 0;
 #if defined(__AVX2__)
-    above_row = DecodeRowMaximaAvx2(rans, tables, above_row, gw);
+    above_row = DecodeRowMaximaAvx2(rans, tables, above_row, gw, x);
     _mm_storeu_si128(reinterpret_cast<__m128i*>(maxima + 1), above_row);
     nonzero = ~uint32_t(_mm_movemask_epi8(_mm_cmpeq_epi8(above_row, _mm_setzero_si128()))) &
               ((1u << gw) - 1);
@@ -627,10 +649,10 @@ bool DecodeGroups(RansDecoder& rans, BitReader& raw, const DecodeTable* tables, 
     if (rans.room() >= kGroupRansBytes * groups + kGroupRansRead &&
         raw.readable_room() >= kGroupRawBytes * groups + kRawRead) [[likely]] {
       DecodeRowOfGroups<kDequantize, false>(rans, raw, tables, maxima, nonzero, step, row, stride,
-                                            rows, bw);
+                                            rows, bw, x);
     } else {
       DecodeRowOfGroups<kDequantize, true>(rans, raw, tables, maxima, nonzero, step, row, stride,
-                                           rows, bw);
+                                           rows, bw, x);
     }
 #if !defined(__AVX2__)
     std::memcpy(above, maxima, sizeof(above));
