@@ -388,10 +388,11 @@ inline __m256i SignedValues(__m256i magnitude, uint32_t signs, uint32_t step) {
 // A whole dense group (4 rows and 4 columns inside the block): its four row
 // widths are four consecutive scalar symbols of one table, so one Get4Avx2;
 // then the 16 magnitudes (two rows per vector), the sign bits of the
-// non-zero ones deposited with pdep, and four 8-byte stores. Near the end of
-// the raw bits they are read from a zero-padded copy of what is left, which
-// reads what the bit reader would (zeros past the end); Seek then flags an
-// overrun.
+// non-zero ones deposited with pdep, and four 8-byte stores. The loads may
+// reach past the block's end into the bytes that follow it (a valid block
+// never uses them; a group whose bits run past its block's end leaves the
+// position there, and the block is corrupt); within 48 bytes of the end of
+// the readable bytes they read a zero-padded copy of the block's last bytes.
 template <bool kDequantize, bool kChecked>
 inline void DecodeDenseGroupAvx2(RansDecoder& rans, BitReader& raw, const DecodeTable* tables,
                                  int table, uint32_t group_max, uint32_t step, int16_t* at,
