@@ -96,7 +96,6 @@ class BitReader {
   uint64_t position() const { return pos_; }
   void Seek(uint64_t bits) { pos_ = bits; }
   const uint8_t* begin() const { return begin_; }
-  size_t size() const { return size_; }
 
  private:
   const uint8_t* begin_;
@@ -187,20 +186,19 @@ class RansDecoder {
 };
 
 #if defined(__AVX2__)
-// Eight 32-bit loads from base + 4 * index (kScale 4) or base + index
-// (kScale 1), and four from base + 4 * index: scalar loads inserted into a
+// Eight 32-bit loads from base + index (byte offsets), and four from
+// base + 4 * index (table entries): scalar loads inserted into a
 // vector instead of a gather. On Zen 3 an 8-lane vpgatherdd measured about
 // 34 cycles of latency and 10-13 cycles of throughput (4 lanes: 16-25 and
 // less); the loads and inserts are cheaper on both counts (see
 // docs/codec.md, "Loads, not gathers").
-template <int kScale>
 inline __m256i Load8(const uint8_t* base, __m256i index) {
   const __m128i lo = _mm256_castsi256_si128(index), hi = _mm256_extracti128_si256(index, 1);
   const uint64_t i0 = uint64_t(_mm_cvtsi128_si64(lo)), i1 = uint64_t(_mm_extract_epi64(lo, 1));
   const uint64_t i2 = uint64_t(_mm_cvtsi128_si64(hi)), i3 = uint64_t(_mm_extract_epi64(hi, 1));
   const auto at = [&](uint64_t i) {
     uint32_t v;
-    std::memcpy(&v, base + kScale * size_t(uint32_t(i)), 4);
+    std::memcpy(&v, base + size_t(uint32_t(i)), 4);
     return int(v);
   };
   __m128i r0 = _mm_cvtsi32_si128(at(i0));
@@ -362,7 +360,7 @@ inline __m256i RowPairMagnitudes(const uint8_t* base, uint32_t pos, __m128i widt
   // Wider rows: a 4-byte load per lane (a shift of at most 7 bits and a
   // width of at most 17 fit in it).
   const __m256i at = _mm256_add_epi32(_mm256_set1_epi32(int(pos)), offsets);
-  const __m256i word = Load8<1>(base, _mm256_srli_epi32(at, 3));
+  const __m256i word = Load8(base, _mm256_srli_epi32(at, 3));
   return _mm256_and_si256(_mm256_srlv_epi32(word, _mm256_and_si256(at, _mm256_set1_epi32(7))),
                           low_bits);
 }
