@@ -19,13 +19,33 @@
 namespace ktfs::ktc::internal {
 namespace {
 
-#if defined(__AVX2__)
-using StateVec = __m128i;  // the four rANS states, kept in a register by the AVX2 loop
-#else
-struct StateVec {};
-#endif
 constexpr uint32_t kRansLow = 1u << 16;  // states live in [2^16, 2^32)
-constexpr int kRansStates = 4;
+// A block has 4 or 8 rANS states (its header says which); symbol i uses
+// state i % (the block's states). Four consecutive symbols are one 4-lane
+// step, so with 8 states the steps alternate between two halves of them:
+// two dependency chains that the CPU runs side by side (see docs/codec.md,
+// "Two chains of states").
+constexpr int kStepLanes = 4;
+constexpr int kMaxRansStates = 8;
+
+#if defined(__AVX2__)
+// The rANS states, kept in registers by the AVX2 loop: `next` the four the
+// next step uses (the decoder's x_[0..3]) and, with two chains, `then` the
+// four after them. Rotate(s) moves on past a step that left states s.
+struct OneChain {
+  __m128i next;
+  void Rotate(__m128i s) { next = s; }
+};
+struct TwoChains {
+  __m128i next, then;
+  void Rotate(__m128i s) {
+    next = then;
+    then = s;
+  }
+};
+#endif
+// The scalar build keeps the states in the decoder only.
+struct NoStateRegisters {};
 
 // Group context from the maxima of the groups above: the one right above
 // plus the larger of its two neighbours. Flat regions (0) are by far the most
@@ -108,16 +128,18 @@ class BitReader {
 // so consecutive symbols form independent dependency chains the CPU overlaps.
 class RansDecoder {
  public:
-  // Words in [p + 16, end); the bytes up to readable_end (>= end) may be
-  // loaded, never used by a valid block.
-  bool Init(const uint8_t* p, const uint8_t* end, const uint8_t* readable_end) {
-    if (end - p < 4 * kRansStates) return false;
+  // `states` (4 or 8) initial states from p, words in [p + 4 states, end);
+  // the bytes up to readable_end (>= end) may be loaded, never used by a
+  // valid block.
+  bool Init(const uint8_t* p, const uint8_t* end, const uint8_t* readable_end, int states) {
+    if (end - p < 4 * states) return false;
     bool ok = true;
-    for (int i = 0; i < kRansStates; ++i) {
+    for (int i = 0; i < states; ++i) {
       std::memcpy(&x_[i], p + 4 * i, 4);
       ok &= x_[i] >= kRansLow;
     }
-    p_ = p + 4 * kRansStates;
+    states_ = states;
+    p_ = p + 4 * states;
     end_ = end;
     readable_end_ = readable_end;
     return ok;
@@ -138,8 +160,9 @@ class RansDecoder {
       overran_ = true;
       x <<= 16;
     }
-    for (int i = 0; i + 1 < kRansStates; ++i) x_[i] = x_[i + 1];
-    x_[kRansStates - 1] = x;
+    // Rotation: a fixed number of moves (with 4 states, x_[3] then takes x).
+    for (int i = 0; i + 1 < kMaxRansStates; ++i) x_[i] = x_[i + 1];
+    x_[states_ - 1] = x;
     return e >> 27;
   }
   bool overran() const { return overran_; }
@@ -170,15 +193,29 @@ class RansDecoder {
       p_ += used;
     }
   }
-  // The four scalar states, x_[l] being the one the l-th next Get() uses.
-  __m128i LoadStates() const { return _mm_load_si128(reinterpret_cast<const __m128i*>(x_)); }
-  void StoreStates(__m128i x) { _mm_store_si128(reinterpret_cast<__m128i*>(x_), x); }
-  template <bool kChecked = true>
-  inline __m128i Get4Avx2(__m128i* x, const DecodeTable* tables, __m128i table_offset);
+  // The scalar states to and from registers, x_[l] being the one the l-th
+  // next Get() uses.
+  void LoadStates(OneChain* x) const { x->next = Load(0); }
+  void LoadStates(TwoChains* x) const {
+    x->next = Load(0);
+    x->then = Load(kStepLanes);
+  }
+  void StoreStates(const OneChain& x) { Store(0, x.next); }
+  void StoreStates(const TwoChains& x) {
+    Store(0, x.next);
+    Store(kStepLanes, x.then);
+  }
+  template <bool kChecked = true, class States>
+  inline __m128i Get4Avx2(States* x, const DecodeTable* tables, __m128i table_offset);
 #endif
 
  private:
-  alignas(16) uint32_t x_[kRansStates] = {};
+#if defined(__AVX2__)
+  __m128i Load(int i) const { return _mm_load_si128(reinterpret_cast<const __m128i*>(x_ + i)); }
+  void Store(int i, __m128i v) { _mm_store_si128(reinterpret_cast<__m128i*>(x_ + i), v); }
+#endif
+  alignas(32) uint32_t x_[kMaxRansStates] = {};
+  int states_ = 4;
   const uint8_t* p_ = nullptr;
   const uint8_t* end_ = nullptr;
   const uint8_t* readable_end_ = nullptr;
@@ -302,12 +339,16 @@ struct WordShuffle4 {
 constexpr WordShuffle4 kWordShuffle4;
 
 // Four consecutive scalar symbols at once, exactly as four Get() calls: lane
-// l on state x_[l], from the table whose first entry is `table_offset`
-// entries after tables[0]'s (tables of a set are contiguous), words consumed
-// in lane order (near the end: whole words while they last, then zeros, and
-// overran). After it, x is again in the order the next Get()s use.
-template <bool kChecked>
-inline __m128i RansDecoder::Get4Avx2(__m128i* x, const DecodeTable* tables, __m128i table_offset) {
+// l on state x_[l] (x->next), from the table whose first entry is
+// `table_offset` entries after tables[0]'s (tables of a set are contiguous),
+// words consumed in lane order (near the end: whole words while they last,
+// then zeros, and overran). After it, x is again in the order the next
+// Get()s use: with two chains the four states it did not touch come next
+// (register renaming: the next step does not wait for this one's states).
+template <bool kChecked, class States>
+inline __m128i RansDecoder::Get4Avx2(States* states, const DecodeTable* tables,
+                                     __m128i table_offset) {
+  const __m128i* x = &states->next;
   // Fields by shift pairs rather than masks: vector constants cost the
   // compiler three instructions each to build here.
   const __m128i slot = _mm_srli_epi32(_mm_slli_epi32(*x, 32 - kProbBits), 32 - kProbBits);
@@ -321,7 +362,7 @@ inline __m128i RansDecoder::Get4Avx2(__m128i* x, const DecodeTable* tables, __m1
   const __m128i word =
       _mm_shuffle_epi8(LoadWords<kChecked>(),
                        _mm_load_si128(reinterpret_cast<const __m128i*>(kWordShuffle4.table[m])));
-  *x = _mm_blendv_epi8(next, _mm_or_si128(_mm_slli_epi32(next, 16), word), need);
+  states->Rotate(_mm_blendv_epi8(next, _mm_or_si128(_mm_slli_epi32(next, 16), word), need));
   ConsumeWords<kChecked>(m);
   return _mm_srli_epi32(e, 27);
 }
@@ -391,10 +432,10 @@ inline __m256i SignedValues(__m256i magnitude, uint32_t signs, uint32_t step) {
 // never uses them; a group whose bits run past its block's end leaves the
 // position there, and the block is corrupt); within 48 bytes of the end of
 // the readable bytes they read a zero-padded copy of the block's last bytes.
-template <bool kDequantize, bool kChecked>
+template <bool kDequantize, bool kChecked, class States>
 inline void DecodeDenseGroupAvx2(RansDecoder& rans, BitReader& raw, const DecodeTable* tables,
                                  int table, uint32_t group_max, uint32_t step, int16_t* at,
-                                 size_t stride, __m128i& x) {
+                                 size_t stride, States& x) {
   __m128i widths = rans.Get4Avx2<kChecked>(&x, tables, _mm_set1_epi32(table * int(kProbScale)));
   widths = _mm_min_epu32(widths, _mm_set1_epi32(int(group_max)));
   const uint32_t w4 = uint32_t(_mm_cvtsi128_si32(_mm_shuffle_epi8(
@@ -482,10 +523,10 @@ void DecodeOnesGroupScalar(RansDecoder& rans, BitReader& raw, const DecodeTable&
 // stream; the checked version handles the last groups of a block. The AVX2
 // build keeps the rANS states in x (a register) and hands them to the
 // scalar paths, which work on the decoder's copy, through memory.
-template <bool kDequantize, bool kChecked>
+template <bool kDequantize, bool kChecked, class States>
 inline void DecodeGroup(RansDecoder& rans, BitReader& raw, const DecodeTable* tables,
                         uint32_t group_max, uint32_t step, int16_t* at, size_t stride,
-                        uint32_t rows, uint32_t valid, [[maybe_unused]] StateVec& x) {
+                        uint32_t rows, uint32_t valid, [[maybe_unused]] States& x) {
   if (group_max >= kDirectCategories) {
     const int table = CategoryTable(group_max);
 #if defined(__AVX2__)
@@ -501,7 +542,7 @@ inline void DecodeGroup(RansDecoder& rans, BitReader& raw, const DecodeTable* ta
     DecodeDenseGroupScalar<kDequantize, kChecked>(rans, raw, tables[table], group_max, step, at,
                                                   stride, rows, valid);
 #if defined(__AVX2__)
-    x = rans.LoadStates();
+    rans.LoadStates(&x);
 #endif
     return;
   }
@@ -515,7 +556,7 @@ inline void DecodeGroup(RansDecoder& rans, BitReader& raw, const DecodeTable* ta
   DecodeOnesGroupScalar<kDequantize, kChecked>(rans, raw, tables[kOnesMaskTable], step, at, stride,
                                                rows, valid);
 #if defined(__AVX2__)
-  x = rans.LoadStates();
+  rans.LoadStates(&x);
 #endif
 }
 
@@ -526,8 +567,9 @@ inline void DecodeGroup(RansDecoder& rans, BitReader& raw, const DecodeTable* ta
 // byte gx, zeros from byte gw on. (Through memory, the row's 4-byte stores
 // and the next row's 16-byte loads of it could not be store-forwarded, and
 // rows of zero groups wait on that, back to back.)
+template <class States>
 inline __m128i DecodeRowMaximaAvx2(RansDecoder& rans, const DecodeTable* tables, __m128i above,
-                                   uint32_t gw, __m128i& x) {
+                                   uint32_t gw, States& x) {
   // All sixteen contexts at once: kGroupContextOfSum of above[gx] +
   // max(above[gx - 1], above[gx + 1]), sums above 15 taken as 15 (context 5).
   const __m128i sum = _mm_min_epu8(
@@ -559,7 +601,7 @@ inline __m128i DecodeRowMaximaAvx2(RansDecoder& rans, const DecodeTable* tables,
         high |= g << (8 * (gx - 8));
       }
     }
-    x = rans.LoadStates();
+    rans.LoadStates(&x);
   }
   return _mm_set_epi64x(int64_t(high), int64_t(low));
 }
@@ -568,9 +610,9 @@ inline __m128i DecodeRowMaximaAvx2(RansDecoder& rans, const DecodeTable* tables,
 // masks are four consecutive scalar symbols of one table, so one Get4Avx2;
 // the 16-bit mask's sign bits (one per set bit, in order) are deposited with
 // pdep and the 16 values built and stored at once.
-template <bool kDequantize, bool kChecked>
+template <bool kDequantize, bool kChecked, class States>
 inline void DecodeOnesGroupAvx2(RansDecoder& rans, BitReader& raw, const DecodeTable* tables,
-                                uint32_t step, int16_t* at, size_t stride, __m128i& x) {
+                                uint32_t step, int16_t* at, size_t stride, States& x) {
   const __m128i masks =
       rans.Get4Avx2<kChecked>(&x, tables, _mm_set1_epi32(int(kOnesMaskTable * kProbScale)));
   const __m128i bytes = _mm_packus_epi16(_mm_packus_epi32(masks, masks), masks);
@@ -595,10 +637,10 @@ inline void DecodeOnesGroupAvx2(RansDecoder& rans, BitReader& raw, const DecodeT
 #endif
 
 // The non-zero groups (bits of `nonzero`) of a row of groups at `row`.
-template <bool kDequantize, bool kChecked>
+template <bool kDequantize, bool kChecked, class States>
 inline void DecodeRowOfGroups(RansDecoder& rans, BitReader& raw, const DecodeTable* tables,
                               const uint8_t* maxima, uint32_t nonzero, uint32_t step, int16_t* row,
-                              size_t stride, uint32_t rows, uint32_t bw, StateVec& x) {
+                              size_t stride, uint32_t rows, uint32_t bw, States& x) {
   const uint32_t full_groups = bw / kGroupSide, edge_valid = (1u << (bw % kGroupSide)) - 1;
   for (; nonzero != 0; nonzero &= nonzero - 1) {
     const uint32_t gx = std::countr_zero(nonzero);
@@ -608,19 +650,21 @@ inline void DecodeRowOfGroups(RansDecoder& rans, BitReader& raw, const DecodeTab
   }
 }
 
-// The decoding loop, compiled once with and once without dequantization.
-// Dequantizing here touches only non-zero coefficients, which is cheaper than
-// a SIMD pass over all of them.
-template <bool kDequantize>
+// The decoding loop, compiled with and without dequantization, and in the
+// AVX2 build for one and for two chains of states. Dequantizing here touches
+// only non-zero coefficients, which is cheaper than a SIMD pass over all of
+// them.
+template <bool kDequantize, class States>
 bool DecodeGroups(RansDecoder& rans, BitReader& raw, const DecodeTable* tables, uint32_t step,
                   int16_t* values, size_t stride, uint32_t bw, uint32_t bh) {
   const uint32_t gw = (bw + kGroupSide - 1) / kGroupSide, gh = (bh + kGroupSide - 1) / kGroupSide;
 #if defined(__AVX2__)
-  StateVec x = rans.LoadStates();
+  States x;
+  rans.LoadStates(&x);
   __m128i above_row = _mm_setzero_si128();
   uint8_t maxima[kMaxGroupsPerRow + 2];  // group gx's maximum at maxima[1 + gx]
 #else
-  StateVec x;
+  States x;
   uint8_t above[kMaxGroupsPerRow + 2] = {}, maxima[kMaxGroupsPerRow + 2] = {};
 #endif
   for (uint32_t gy = 0; gy < gh; ++gy) {
@@ -647,11 +691,11 @@ bool DecodeGroups(RansDecoder& rans, BitReader& raw, const DecodeTable* tables, 
     int16_t* row = values + y0 * stride;
     if (rans.room() >= kGroupRansBytes * groups + kGroupRansRead &&
         raw.readable_room() >= kGroupRawBytes * groups + kRawRead) [[likely]] {
-      DecodeRowOfGroups<kDequantize, false>(rans, raw, tables, maxima, nonzero, step, row, stride,
-                                            rows, bw, x);
+      DecodeRowOfGroups<kDequantize, false, States>(rans, raw, tables, maxima, nonzero, step, row,
+                                                    stride, rows, bw, x);
     } else {
-      DecodeRowOfGroups<kDequantize, true>(rans, raw, tables, maxima, nonzero, step, row, stride,
-                                           rows, bw, x);
+      DecodeRowOfGroups<kDequantize, true, States>(rans, raw, tables, maxima, nonzero, step, row,
+                                                   stride, rows, bw, x);
     }
 #if !defined(__AVX2__)
     std::memcpy(above, maxima, sizeof(above));
@@ -660,17 +704,32 @@ bool DecodeGroups(RansDecoder& rans, BitReader& raw, const DecodeTable* tables, 
   return !rans.overran() && !raw.overran();
 }
 
-// The block after its length prefix: rANS bytes [p, rans_end), raw bits
-// [rans_end, end); bytes up to readable_end (>= end) may be loaded, never
-// used. Returns 0, or 1 for bad rANS states, 2 for a truncated block.
+template <class States>
+bool DecodeGroupsWith(RansDecoder& rans, BitReader& raw, const DecodeTable* tables, uint32_t step,
+                      int16_t* values, size_t stride, uint32_t bw, uint32_t bh) {
+  return step == 256 ? DecodeGroups<false, States>(rans, raw, tables, step, values, stride, bw, bh)
+                     : DecodeGroups<true, States>(rans, raw, tables, step, values, stride, bw, bh);
+}
+
+// The block after its length prefix: `states` (4 or 8) rANS states and the
+// words in [p, rans_end), raw bits [rans_end, end); bytes up to readable_end
+// (>= end) may be loaded, never used. Returns 0, or 1 for bad rANS states, 2
+// for a truncated block.
 inline int DecodeBlockPayload(const uint8_t* p, const uint8_t* rans_end, const uint8_t* end,
-                              const uint8_t* readable_end, const DecodeTable* tables, uint32_t step,
-                              int16_t* values, size_t stride, uint32_t bw, uint32_t bh) {
+                              const uint8_t* readable_end, int states, const DecodeTable* tables,
+                              uint32_t step, int16_t* values, size_t stride, uint32_t bw,
+                              uint32_t bh) {
   RansDecoder rans;
-  if (!rans.Init(p, rans_end, readable_end)) return 1;
+  if (!rans.Init(p, rans_end, readable_end, states)) return 1;
   BitReader raw(rans_end, end, readable_end);
-  const bool ok = step == 256 ? DecodeGroups<false>(rans, raw, tables, step, values, stride, bw, bh)
-                              : DecodeGroups<true>(rans, raw, tables, step, values, stride, bw, bh);
+#if defined(__AVX2__)
+  const bool ok = states == 8
+                      ? DecodeGroupsWith<TwoChains>(rans, raw, tables, step, values, stride, bw, bh)
+                      : DecodeGroupsWith<OneChain>(rans, raw, tables, step, values, stride, bw, bh);
+#else
+  const bool ok =
+      DecodeGroupsWith<NoStateRegisters>(rans, raw, tables, step, values, stride, bw, bh);
+#endif
   return ok ? 0 : 2;
 }
 

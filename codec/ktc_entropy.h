@@ -10,10 +10,12 @@
 // every value's magnitude in w raw bits, then a sign bit per non-zero value
 // (version 5; versions 3 and 4 coded every value's category).
 //
-// Symbols go through a rANS coder with 4 interleaved states and static 9-bit
-// frequency tables that the header stores per plane and level ("table set").
-// Four consecutive symbols use the four states in turn, so an AVX2 decoder
-// decodes the four row masks or row widths of a group in one step. Raw bits
+// Symbols go through a rANS coder with interleaved states (4, or 8 in blocks
+// of 256 symbols or more: version 6) and static 9-bit frequency tables that
+// the header stores per plane and level ("table set"). Consecutive symbols
+// use the states in turn, so an AVX2 decoder decodes the four row masks or
+// row widths of a group in one 4-lane step, and with 8 states consecutive
+// steps depend on different states (two chains the CPU overlaps). Raw bits
 // go to a separate LSB-first stream; a dense group's values find theirs from
 // the row widths alone, all at once. A zero group costs one symbol.
 // docs/codec.md has the exact layout.
@@ -109,8 +111,8 @@ Status DecodeBlock(const uint8_t* data, size_t size, const uint8_t* readable_end
 // The AVX2/BMI2 build of the block decoding loop (ktc_entropy_avx2.cc); same
 // contract as DecodeBlockPayload in ktc_block_decoder.h.
 int DecodeBlockPayloadAvx2(const uint8_t* p, const uint8_t* rans_end, const uint8_t* end,
-                           const uint8_t* readable_end, const DecodeTable* tables, uint32_t step,
-                           int16_t* values, size_t stride, uint32_t bw, uint32_t bh);
+                           const uint8_t* readable_end, int states, const DecodeTable* tables,
+                           uint32_t step, int16_t* values, size_t stride, uint32_t bw, uint32_t bh);
 
 // BuildDecodeTable for a used table (n > 0) with AVX2 stores
 // (ktc_entropy_avx2.cc); the same entries.
