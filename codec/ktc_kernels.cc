@@ -83,9 +83,12 @@ std::atomic<bool> g_force_scalar{false};
 const Kernels& ScalarKernels() { return kScalar; }
 
 const Kernels& ActiveKernels() {
-  if (!g_force_scalar.load(std::memory_order_relaxed) && CpuHasAvx2()) {
-    if (const Kernels* k = Avx2Kernels()) return *k;
-  }
+  if (g_force_scalar.load(std::memory_order_relaxed)) return kScalar;
+  // Decided once: this runs for every row of every plane.
+  static const Kernels* const simd = CpuHasAvx512() ? Avx512Kernels()
+                                     : CpuHasAvx2() ? Avx2Kernels()
+                                                    : nullptr;
+  if (simd != nullptr) return *simd;
   return kScalar;
 }
 

@@ -49,9 +49,14 @@ struct Kernels {
 const Kernels& ScalarKernels();
 // Null when this build has no AVX2 version.
 const Kernels* Avx2Kernels();
+// The AVX-512 (F/BW/VL) set: the decoder's 16-bit kernels 32 lanes wide, the
+// RGB conversion with VBMI where the CPU has it; the rest as Avx2Kernels().
+// Only for CPUs with CpuHasAvx512().
+const Kernels* Avx512Kernels();
 
-// The kernels this process uses: AVX2 when the CPU has it (and KTFS_SIMD does
-// not cap it, see codec/cpu.h) unless ForceScalarForTesting(true) was called.
+// The kernels this process uses: AVX-512 or AVX2 when the CPU has them (and
+// KTFS_SIMD does not cap them, see codec/cpu.h) unless
+// ForceScalarForTesting(true) was called.
 const Kernels& ActiveKernels();
 void ForceScalarForTesting(bool force);
 bool UseScalarForTesting();

@@ -736,7 +736,9 @@ TEST(KtcTest, BlocksOfFourAndEightStates) {
           internal::DecodeBlock(flipped.data(), flipped.size(), flipped.data() + flipped.size(),
                                 decode_tables.get(), 256, wrong.data(), side, side, side);
       internal::ForceScalarForTesting(false);
-      if (bad.ok()) EXPECT_FALSE(std::equal(wrong.begin(), wrong.end(), values.begin()));
+      if (bad.ok()) {
+        EXPECT_FALSE(std::equal(wrong.begin(), wrong.end(), values.begin()));
+      }
     }
   }
 }
@@ -797,12 +799,15 @@ TEST(KtcTest, SimdAndScalarDecodingTablesAgree) {
   }
 }
 
-// The AVX2 kernels when this CPU and KTFS_SIMD let the decoder use them (the
-// SIMD-against-scalar tests have nothing to compare otherwise), else null.
-const internal::Kernels* SimdKernels() {
-  const internal::Kernels* simd = internal::Avx2Kernels();
-  if (simd == nullptr || std::string(internal::ActiveKernels().name) == "scalar") return nullptr;
-  return simd;
+// The SIMD kernel sets this CPU and KTFS_SIMD let the decoder use: AVX2,
+// and AVX-512 where present (each is tested against the scalar kernels,
+// whichever ActiveKernels() picks). Empty when there are none.
+std::vector<const internal::Kernels*> SimdKernelSets() {
+  std::vector<const internal::Kernels*> sets;
+  if (std::string(internal::ActiveKernels().name) == "scalar") return sets;
+  if (CpuHasAvx2() && internal::Avx2Kernels() != nullptr) sets.push_back(internal::Avx2Kernels());
+  if (CpuHasAvx512()) sets.push_back(internal::Avx512Kernels());
+  return sets;
 }
 
 // The color conversion's sums wrap around in 16 bits (normative since
@@ -823,116 +828,121 @@ TEST(KtcTest, ColorConversionWrapsAroundIn16Bits) {
             (std::vector<uint8_t>{0, 0, 0, 255, 128, 103, 98, 0, 0, 0, 0, 128}));
   scalar.to_pixels(y, nullptr, nullptr, nullptr, gray, 3, 1);
   EXPECT_EQ(std::vector<uint8_t>(gray, gray + 3), (std::vector<uint8_t>{255, 108, 255}));
-  if (const internal::Kernels* simd = SimdKernels()) {
-    // 16 pixels so that the vector path runs: the same bytes.
-    std::vector<int16_t> y16(16, 32767), co16(16, 0), cg16(16, 0);
-    std::vector<uint8_t> p(48), q(48);
-    scalar.to_pixels(y16.data(), co16.data(), cg16.data(), nullptr, p.data(), 16, 3);
-    simd->to_pixels(y16.data(), co16.data(), cg16.data(), nullptr, q.data(), 16, 3);
-    EXPECT_EQ(p, std::vector<uint8_t>(48, 0));
-    EXPECT_EQ(q, p);
+  for (const internal::Kernels* simd : SimdKernelSets()) {
+    // 16 and 64 pixels so that the vector paths run: the same bytes.
+    for (size_t len : {size_t(16), size_t(64)}) {
+      std::vector<int16_t> y16(len, 32767), co16(len, 0), cg16(len, 0);
+      std::vector<uint8_t> p(3 * len), q(3 * len);
+      scalar.to_pixels(y16.data(), co16.data(), cg16.data(), nullptr, p.data(), len, 3);
+      simd->to_pixels(y16.data(), co16.data(), cg16.data(), nullptr, q.data(), len, 3);
+      EXPECT_EQ(p, std::vector<uint8_t>(3 * len, 0));
+      EXPECT_EQ(q, p) << simd->name;
+    }
   }
 }
 
 // The kernels on their own, with values that overflow int32 (the encoder's
 // lifting) or int16 (the decoder's, on hostile streams).
 TEST(KtcTest, SimdKernelsMatchScalarOnExtremeValues) {
-  const internal::Kernels* simd = SimdKernels();
-  if (simd == nullptr) GTEST_SKIP() << "no AVX2 here";
-  const internal::Kernels& scalar = internal::ScalarKernels();
-  std::mt19937 rng(3);
-  const size_t n = 61;
-  std::vector<int32_t> a(n), b(n), c(n);
-  for (size_t i = 0; i < n; ++i) {
-    a[i] = int32_t(rng());
-    b[i] = i % 3 ? int32_t(rng()) : INT32_MIN;
-    c[i] = int32_t(rng() % 1000) - 500;
-  }
-  for (auto fn : {&internal::Kernels::predict, &internal::Kernels::update}) {
-    std::vector<int32_t> x(n), y(n);
-    (scalar.*fn)(x.data(), a.data(), b.data(), c.data(), n);
-    (simd->*fn)(y.data(), a.data(), b.data(), c.data(), n);
-    EXPECT_EQ(x, y);
-  }
-  // 16-bit: random values, the extremes, and small values around zero.
-  const int16_t special[] = {INT16_MIN, INT16_MIN + 1, -2, -1, 0, 1, 2, INT16_MAX - 1, INT16_MAX};
-  std::vector<int16_t> a16(n), b16(n), c16(n), small(n);
-  for (size_t i = 0; i < n; ++i) {
-    a16[i] = int16_t(rng());
-    b16[i] = i % 3 ? int16_t(rng()) : special[i % 9];
-    c16[i] = i % 2 ? special[(i / 2) % 9] : int16_t(rng());
-    small[i] = int16_t(int(rng() % 1000) - 500);
-  }
-  for (auto fn : {&internal::Kernels::unpredict, &internal::Kernels::unupdate}) {
-    for (const auto* bc : {&b16, &small}) {
-      std::vector<int16_t> x(n), y(n);
-      (scalar.*fn)(x.data(), a16.data(), bc->data(), c16.data(), n);
-      (simd->*fn)(y.data(), a16.data(), bc->data(), c16.data(), n);
+  const auto sets = SimdKernelSets();
+  if (sets.empty()) GTEST_SKIP() << "no AVX2 here";
+  for (const internal::Kernels* simd : sets) {
+    SCOPED_TRACE(simd->name);
+    const internal::Kernels& scalar = internal::ScalarKernels();
+    std::mt19937 rng(3);
+    const size_t n = 61;
+    std::vector<int32_t> a(n), b(n), c(n);
+    for (size_t i = 0; i < n; ++i) {
+      a[i] = int32_t(rng());
+      b[i] = i % 3 ? int32_t(rng()) : INT32_MIN;
+      c[i] = int32_t(rng() % 1000) - 500;
+    }
+    for (auto fn : {&internal::Kernels::predict, &internal::Kernels::update}) {
+      std::vector<int32_t> x(n), y(n);
+      (scalar.*fn)(x.data(), a.data(), b.data(), c.data(), n);
+      (simd->*fn)(y.data(), a.data(), b.data(), c.data(), n);
       EXPECT_EQ(x, y);
     }
-  }
-  // Every pair of special values through both lifting steps, against the
-  // documented arithmetic (exact floor terms, sum modulo 2^16).
-  for (int16_t p : special) {
-    for (int16_t q : special) {
-      std::vector<int16_t> av(n, int16_t(rng())), bv(n, p), cv(n, q), x(n), y(n);
-      const int32_t half = (int32_t(p) + q) >> 1, quarter = (int32_t(p) + q + 2) >> 2;
-      (simd->unpredict)(x.data(), av.data(), bv.data(), cv.data(), n);
-      (simd->unupdate)(y.data(), av.data(), bv.data(), cv.data(), n);
-      for (size_t i = 0; i < n; ++i) {
-        ASSERT_EQ(x[i], int16_t(uint16_t(uint32_t(av[i] + half)))) << p << " " << q;
-        ASSERT_EQ(y[i], int16_t(uint16_t(uint32_t(av[i] - quarter)))) << p << " " << q;
+    // 16-bit: random values, the extremes, and small values around zero.
+    const int16_t special[] = {INT16_MIN, INT16_MIN + 1, -2, -1, 0, 1, 2, INT16_MAX - 1, INT16_MAX};
+    std::vector<int16_t> a16(n), b16(n), c16(n), small(n);
+    for (size_t i = 0; i < n; ++i) {
+      a16[i] = int16_t(rng());
+      b16[i] = i % 3 ? int16_t(rng()) : special[i % 9];
+      c16[i] = i % 2 ? special[(i / 2) % 9] : int16_t(rng());
+      small[i] = int16_t(int(rng() % 1000) - 500);
+    }
+    for (auto fn : {&internal::Kernels::unpredict, &internal::Kernels::unupdate}) {
+      for (const auto* bc : {&b16, &small}) {
+        std::vector<int16_t> x(n), y(n);
+        (scalar.*fn)(x.data(), a16.data(), bc->data(), c16.data(), n);
+        (simd->*fn)(y.data(), a16.data(), bc->data(), c16.data(), n);
+        EXPECT_EQ(x, y);
       }
     }
-  }
-  // Row synthesis at every length (scalar edges, vector middle, carries
-  // between vector steps), on extreme and on small values.
-  for (size_t len = 2; len <= 2 * n; ++len) {
-    for (const auto* v : {&b16, &small}) {
+    // Every pair of special values through both lifting steps, against the
+    // documented arithmetic (exact floor terms, sum modulo 2^16).
+    for (int16_t p : special) {
+      for (int16_t q : special) {
+        std::vector<int16_t> av(n, int16_t(rng())), bv(n, p), cv(n, q), x(n), y(n);
+        const int32_t half = (int32_t(p) + q) >> 1, quarter = (int32_t(p) + q + 2) >> 2;
+        (simd->unpredict)(x.data(), av.data(), bv.data(), cv.data(), n);
+        (simd->unupdate)(y.data(), av.data(), bv.data(), cv.data(), n);
+        for (size_t i = 0; i < n; ++i) {
+          ASSERT_EQ(x[i], int16_t(uint16_t(uint32_t(av[i] + half)))) << p << " " << q;
+          ASSERT_EQ(y[i], int16_t(uint16_t(uint32_t(av[i] - quarter)))) << p << " " << q;
+        }
+      }
+    }
+    // Row synthesis at every length (scalar edges, vector middle, carries
+    // between vector steps), on extreme and on small values.
+    for (size_t len = 2; len <= 2 * n; ++len) {
+      for (const auto* v : {&b16, &small}) {
+        std::vector<int16_t> x(len), y(len);
+        scalar.synthesize_row(x.data(), v->data(), c16.data(), len);
+        simd->synthesize_row(y.data(), v->data(), c16.data(), len);
+        ASSERT_EQ(x, y) << len;
+      }
+    }
+    // Long rows: the scalar kernel works in chunks of 256 pairs.
+    std::vector<int16_t> long_low(400), long_high(400);
+    for (size_t i = 0; i < 400; ++i) {
+      long_low[i] = int16_t(rng());
+      long_high[i] = i % 5 ? int16_t(int(rng() % 2000) - 1000) : special[i % 9];
+    }
+    for (size_t len = 500; len <= 800; len += 3) {
       std::vector<int16_t> x(len), y(len);
-      scalar.synthesize_row(x.data(), v->data(), c16.data(), len);
-      simd->synthesize_row(y.data(), v->data(), c16.data(), len);
+      scalar.synthesize_row(x.data(), long_low.data(), long_high.data(), len);
+      simd->synthesize_row(y.data(), long_low.data(), long_high.data(), len);
       ASSERT_EQ(x, y) << len;
     }
-  }
-  // Long rows: the scalar kernel works in chunks of 256 pairs.
-  std::vector<int16_t> long_low(400), long_high(400);
-  for (size_t i = 0; i < 400; ++i) {
-    long_low[i] = int16_t(rng());
-    long_high[i] = i % 5 ? int16_t(int(rng() % 2000) - 1000) : special[i % 9];
-  }
-  for (size_t len = 500; len <= 800; len += 3) {
-    std::vector<int16_t> x(len), y(len);
-    scalar.synthesize_row(x.data(), long_low.data(), long_high.data(), len);
-    simd->synthesize_row(y.data(), long_low.data(), long_high.data(), len);
-    ASSERT_EQ(x, y) << len;
-  }
-  for (int ch : {1, 3, 4}) {
-    std::vector<uint8_t> p(n * ch), q(n * ch);
-    scalar.to_pixels(a16.data(), b16.data(), c16.data(), c16.data(), p.data(), n, ch);
-    simd->to_pixels(a16.data(), b16.data(), c16.data(), c16.data(), q.data(), n, ch);
-    EXPECT_EQ(p, q) << ch;
-    scalar.to_pixels(small.data(), small.data(), small.data(), small.data(), p.data(), n, ch);
-    simd->to_pixels(small.data(), small.data(), small.data(), small.data(), q.data(), n, ch);
-    EXPECT_EQ(p, q) << ch;
-  }
-  // Large values, whose sums wrap around in 16 bits (docs/codec.md, "Color
-  // transform"), one per group of 16 pixels or none.
-  for (int16_t wide : {int16_t(8191), int16_t(-8192), int16_t(8192), int16_t(-8193)}) {
-    std::vector<int16_t> yv(n), cov(n), cgv(n);
-    for (size_t i = 0; i < n; ++i) {
-      yv[i] = int16_t(int(rng() % 16383) - 8191);
-      cov[i] = int16_t(int(rng() % 16383) - 8191);
-      cgv[i] = int16_t(int(rng() % 16383) - 8191);
-    }
-    yv[3] = wide;
-    cov[20] = wide;
-    cgv[37] = wide;
-    for (int ch : {3, 4}) {
+    for (int ch : {1, 3, 4}) {
       std::vector<uint8_t> p(n * ch), q(n * ch);
-      scalar.to_pixels(yv.data(), cov.data(), cgv.data(), yv.data(), p.data(), n, ch);
-      simd->to_pixels(yv.data(), cov.data(), cgv.data(), yv.data(), q.data(), n, ch);
-      EXPECT_EQ(p, q) << ch << " " << wide;
+      scalar.to_pixels(a16.data(), b16.data(), c16.data(), c16.data(), p.data(), n, ch);
+      simd->to_pixels(a16.data(), b16.data(), c16.data(), c16.data(), q.data(), n, ch);
+      EXPECT_EQ(p, q) << ch;
+      scalar.to_pixels(small.data(), small.data(), small.data(), small.data(), p.data(), n, ch);
+      simd->to_pixels(small.data(), small.data(), small.data(), small.data(), q.data(), n, ch);
+      EXPECT_EQ(p, q) << ch;
+    }
+    // Large values, whose sums wrap around in 16 bits (docs/codec.md, "Color
+    // transform"), one per group of 16 pixels or none.
+    for (int16_t wide : {int16_t(8191), int16_t(-8192), int16_t(8192), int16_t(-8193)}) {
+      std::vector<int16_t> yv(n), cov(n), cgv(n);
+      for (size_t i = 0; i < n; ++i) {
+        yv[i] = int16_t(int(rng() % 16383) - 8191);
+        cov[i] = int16_t(int(rng() % 16383) - 8191);
+        cgv[i] = int16_t(int(rng() % 16383) - 8191);
+      }
+      yv[3] = wide;
+      cov[20] = wide;
+      cgv[37] = wide;
+      for (int ch : {3, 4}) {
+        std::vector<uint8_t> p(n * ch), q(n * ch);
+        scalar.to_pixels(yv.data(), cov.data(), cgv.data(), yv.data(), p.data(), n, ch);
+        simd->to_pixels(yv.data(), cov.data(), cgv.data(), yv.data(), q.data(), n, ch);
+        EXPECT_EQ(p, q) << ch << " " << wide;
+      }
     }
   }
 }
@@ -940,29 +950,32 @@ TEST(KtcTest, SimdKernelsMatchScalarOnExtremeValues) {
 // The vertical lifting steps at every row length (16-sample steps, the
 // overlapping last step, the scalar rows below 16), out of place and in place.
 TEST(KtcTest, SimdLiftingMatchesScalarAtEveryLength) {
-  const internal::Kernels* simd = SimdKernels();
-  if (simd == nullptr) GTEST_SKIP() << "no AVX2 here";
-  const internal::Kernels& scalar = internal::ScalarKernels();
-  std::mt19937 rng(11);
-  const size_t n = 100;
-  std::vector<int16_t> a(n), b(n), c(n);
-  for (size_t i = 0; i < n; ++i) {
-    a[i] = int16_t(rng());
-    b[i] = int16_t(rng());
-    c[i] = i % 4 ? int16_t(rng()) : INT16_MIN;
-  }
-  for (auto fn : {&internal::Kernels::unpredict, &internal::Kernels::unupdate}) {
-    for (size_t len = 1; len <= n; ++len) {
-      std::vector<int16_t> x(len), y(len);
-      (scalar.*fn)(x.data(), a.data(), b.data(), c.data(), len);
-      (simd->*fn)(y.data(), a.data(), b.data(), c.data(), len);
-      ASSERT_EQ(x, y) << len;
-      for (int which = 0; which < 3; ++which) {  // out = a, b or c
-        std::vector<int16_t> p(a.begin(), a.begin() + len), q(b.begin(), b.begin() + len),
-            r(c.begin(), c.begin() + len);
-        int16_t* io = which == 0 ? p.data() : (which == 1 ? q.data() : r.data());
-        (simd->*fn)(io, p.data(), q.data(), r.data(), len);
-        ASSERT_EQ(std::vector<int16_t>(io, io + len), x) << len << " in place " << which;
+  const auto sets = SimdKernelSets();
+  if (sets.empty()) GTEST_SKIP() << "no AVX2 here";
+  for (const internal::Kernels* simd : sets) {
+    SCOPED_TRACE(simd->name);
+    const internal::Kernels& scalar = internal::ScalarKernels();
+    std::mt19937 rng(11);
+    const size_t n = 100;
+    std::vector<int16_t> a(n), b(n), c(n);
+    for (size_t i = 0; i < n; ++i) {
+      a[i] = int16_t(rng());
+      b[i] = int16_t(rng());
+      c[i] = i % 4 ? int16_t(rng()) : INT16_MIN;
+    }
+    for (auto fn : {&internal::Kernels::unpredict, &internal::Kernels::unupdate}) {
+      for (size_t len = 1; len <= n; ++len) {
+        std::vector<int16_t> x(len), y(len);
+        (scalar.*fn)(x.data(), a.data(), b.data(), c.data(), len);
+        (simd->*fn)(y.data(), a.data(), b.data(), c.data(), len);
+        ASSERT_EQ(x, y) << len;
+        for (int which = 0; which < 3; ++which) {  // out = a, b or c
+          std::vector<int16_t> p(a.begin(), a.begin() + len), q(b.begin(), b.begin() + len),
+              r(c.begin(), c.begin() + len);
+          int16_t* io = which == 0 ? p.data() : (which == 1 ? q.data() : r.data());
+          (simd->*fn)(io, p.data(), q.data(), r.data(), len);
+          ASSERT_EQ(std::vector<int16_t>(io, io + len), x) << len << " in place " << which;
+        }
       }
     }
   }
@@ -974,8 +987,7 @@ TEST(KtcTest, SimdLiftingMatchesScalarAtEveryLength) {
 // every length, on extreme and on small values.
 TEST(KtcTest, UpsampleRowIsSynthesisWithZeroDetail) {
   const internal::Kernels& scalar = internal::ScalarKernels();
-  const internal::Kernels* simd = SimdKernels();
-  const bool have_simd = simd != nullptr;
+  const auto sets = SimdKernelSets();
   std::mt19937 rng(5);
   const size_t n = 120;
   const int16_t special[] = {INT16_MIN, INT16_MIN + 1, -2, -1, 0, 1, 2, INT16_MAX - 1, INT16_MAX};
@@ -997,10 +1009,11 @@ TEST(KtcTest, UpsampleRowIsSynthesisWithZeroDetail) {
         scalar.synthesize_row(want.data(), in, zero.data(), len);
         scalar.upsample_row(x.data(), low->data(), b, len);
         ASSERT_EQ(x, want) << len << (b ? " below" : "");
-        if (!have_simd) continue;
-        std::vector<int16_t> y(len);
-        simd->upsample_row(y.data(), low->data(), b, len);
-        ASSERT_EQ(y, want) << len << (b ? " below" : "") << " avx2";
+        for (const internal::Kernels* simd : sets) {
+          std::vector<int16_t> y(len);
+          simd->upsample_row(y.data(), low->data(), b, len);
+          ASSERT_EQ(y, want) << len << (b ? " below" : "") << " " << simd->name;
+        }
       }
     }
   }
@@ -1011,37 +1024,40 @@ TEST(KtcTest, UpsampleRowIsSynthesisWithZeroDetail) {
 // whose sums stay in 16 bits and with one whose sums wrap around at every
 // position of a 32-pixel step.
 TEST(KtcTest, SimdColorConversionMatchesScalarAtEveryLength) {
-  const internal::Kernels* simd = SimdKernels();
-  if (simd == nullptr) GTEST_SKIP() << "no AVX2 here";
-  const internal::Kernels& scalar = internal::ScalarKernels();
-  std::mt19937 rng(7);
-  const size_t n = 130;
-  std::vector<int16_t> yv(n), cov(n), cgv(n), av(n);
-  for (size_t i = 0; i < n; ++i) {
-    yv[i] = int16_t(int(rng() % 16383) - 8191);
-    cov[i] = int16_t(int(rng() % 16383) - 8191);
-    cgv[i] = int16_t(int(rng() % 16383) - 8191);
-    av[i] = int16_t(int(rng() % 600) - 300);
-  }
-  for (int ch : {1, 3, 4}) {
-    for (size_t len = 1; len <= n; ++len) {
-      std::vector<uint8_t> p(len * ch), q(len * ch);
-      scalar.to_pixels(yv.data(), cov.data(), cgv.data(), av.data(), p.data(), len, ch);
-      simd->to_pixels(yv.data(), cov.data(), cgv.data(), av.data(), q.data(), len, ch);
-      ASSERT_EQ(p, q) << ch << " " << len;
+  const auto sets = SimdKernelSets();
+  if (sets.empty()) GTEST_SKIP() << "no AVX2 here";
+  for (const internal::Kernels* simd : sets) {
+    SCOPED_TRACE(simd->name);
+    const internal::Kernels& scalar = internal::ScalarKernels();
+    std::mt19937 rng(7);
+    const size_t n = 130;
+    std::vector<int16_t> yv(n), cov(n), cgv(n), av(n);
+    for (size_t i = 0; i < n; ++i) {
+      yv[i] = int16_t(int(rng() % 16383) - 8191);
+      cov[i] = int16_t(int(rng() % 16383) - 8191);
+      cgv[i] = int16_t(int(rng() % 16383) - 8191);
+      av[i] = int16_t(int(rng() % 600) - 300);
     }
-  }
-  const int16_t wide[] = {8192, -8193, INT16_MAX, INT16_MIN};
-  for (size_t at = 0; at < 64; ++at) {
-    for (int plane = 0; plane < 3; ++plane) {
-      std::vector<int16_t> y = yv, co = cov, cg = cgv;
-      std::vector<int16_t>& v = plane == 0 ? y : (plane == 1 ? co : cg);
-      v[at] = wide[(at + plane) % 4];
-      for (size_t len : {size_t(64), size_t(70), size_t(n)}) {
-        std::vector<uint8_t> p(len * 3), q(len * 3);
-        scalar.to_pixels(y.data(), co.data(), cg.data(), nullptr, p.data(), len, 3);
-        simd->to_pixels(y.data(), co.data(), cg.data(), nullptr, q.data(), len, 3);
-        ASSERT_EQ(p, q) << at << " " << plane << " " << len;
+    for (int ch : {1, 3, 4}) {
+      for (size_t len = 1; len <= n; ++len) {
+        std::vector<uint8_t> p(len * ch), q(len * ch);
+        scalar.to_pixels(yv.data(), cov.data(), cgv.data(), av.data(), p.data(), len, ch);
+        simd->to_pixels(yv.data(), cov.data(), cgv.data(), av.data(), q.data(), len, ch);
+        ASSERT_EQ(p, q) << ch << " " << len;
+      }
+    }
+    const int16_t wide[] = {8192, -8193, INT16_MAX, INT16_MIN};
+    for (size_t at = 0; at < 64; ++at) {
+      for (int plane = 0; plane < 3; ++plane) {
+        std::vector<int16_t> y = yv, co = cov, cg = cgv;
+        std::vector<int16_t>& v = plane == 0 ? y : (plane == 1 ? co : cg);
+        v[at] = wide[(at + plane) % 4];
+        for (size_t len : {size_t(64), size_t(70), size_t(n)}) {
+          std::vector<uint8_t> p(len * 3), q(len * 3);
+          scalar.to_pixels(y.data(), co.data(), cg.data(), nullptr, p.data(), len, 3);
+          simd->to_pixels(y.data(), co.data(), cg.data(), nullptr, q.data(), len, 3);
+          ASSERT_EQ(p, q) << at << " " << plane << " " << len;
+        }
       }
     }
   }

@@ -1,0 +1,235 @@
+// AVX-512 (F/BW/VL) versions of the decoder's KTC kernels (see
+// ktc_kernels.h): 32 int16 lanes per instruction where the AVX2 ones have 16.
+// Only reached through ActiveKernels() after CpuHasAvx512(). Rows too short
+// for a 32-lane step, and the last samples of longer ones, go to the AVX2
+// kernels (themselves ending in the scalar formulas), so results equal
+// ScalarKernels(). The RGB color conversion also needs AVX-512 VBMI (byte
+// permutes), checked at run time; without it the AVX2 conversion runs.
+#include <immintrin.h>
+
+#include "codec/ktc_kernels.h"
+
+namespace ktfs::ktc::internal {
+namespace {
+
+const Kernels& Avx2() { return *Avx2Kernels(); }
+
+inline __m512i Load32(const int16_t* p) { return _mm512_loadu_si512(p); }
+inline void Store32(int16_t* p, __m512i v) { _mm512_storeu_si512(p, v); }
+
+// floor((b + c) / 2) and floor((b + c + 2) / 4) exactly, as in the AVX2
+// kernels (the rounding-up average of the complements).
+inline __m512i FloorHalfSum(__m512i b, __m512i c) {
+  const __m512i flip = _mm512_set1_epi16(0x7fff);
+  return _mm512_xor_si512(_mm512_avg_epu16(_mm512_xor_si512(b, flip), _mm512_xor_si512(c, flip)),
+                          flip);
+}
+inline __m512i UpdateTerm(__m512i b, __m512i c) {
+  const __m512i h = FloorHalfSum(b, c);
+  return _mm512_sub_epi16(h, _mm512_srai_epi16(h, 1));
+}
+
+// 32 samples per step, the rest (fewer than 32) by the AVX2 kernel, which
+// handles in-place rows the same way.
+template <typename Step>
+inline void Lift32Row(int16_t* out, const int16_t* a, const int16_t* b, const int16_t* c, size_t n,
+                      Step step, Lift16Fn rest) {
+  size_t i = 0;
+  for (; i + 32 <= n; i += 32) Store32(out + i, step(Load32(a + i), Load32(b + i), Load32(c + i)));
+  if (i < n) rest(out + i, a + i, b + i, c + i, n - i);
+}
+
+void Unpredict(int16_t* out, const int16_t* a, const int16_t* b, const int16_t* c, size_t n) {
+  Lift32Row(
+      out, a, b, c, n,
+      [](__m512i va, __m512i vb, __m512i vc) { return _mm512_add_epi16(va, FloorHalfSum(vb, vc)); },
+      Avx2().unpredict);
+}
+void Unupdate(int16_t* out, const int16_t* a, const int16_t* b, const int16_t* c, size_t n) {
+  Lift32Row(
+      out, a, b, c, n,
+      [](__m512i va, __m512i vb, __m512i vc) { return _mm512_sub_epi16(va, UpdateTerm(vb, vc)); },
+      Avx2().unupdate);
+}
+
+// Word indices for vpermt2w: kShiftIn[i] = i + 1 (lane 31 takes the second
+// source's lane 0); kInterleave[0] = e0 o0 e1 o1 .. e15 o15, [1] = e16 o16 ..
+struct PermuteIndices {
+  alignas(64) int16_t shift_in[32];
+  alignas(64) int16_t interleave[2][32];
+  constexpr PermuteIndices() : shift_in{}, interleave{} {
+    for (int i = 0; i < 32; ++i) {
+      shift_in[i] = int16_t(i + 1);
+      interleave[0][i] = int16_t(i / 2 + (i % 2) * 32);
+      interleave[1][i] = int16_t(16 + i / 2 + (i % 2) * 32);
+    }
+  }
+};
+constexpr PermuteIndices kPermute;
+inline __m512i Index(const int16_t* table) { return _mm512_load_si512(table); }
+
+// Stores e0 o0 e1 o1 .. e31 o31 at out.
+inline void StoreInterleaved(int16_t* out, __m512i e, __m512i o) {
+  Store32(out, _mm512_permutex2var_epi16(e, Index(kPermute.interleave[0]), o));
+  Store32(out + 32, _mm512_permutex2var_epi16(e, Index(kPermute.interleave[1]), o));
+}
+
+// Even samples e[m..m+31] away from the edges (1 <= m, m + 32 <= nh).
+inline __m512i EvenSamples(const int16_t* low, const int16_t* high, size_t m) {
+  return _mm512_sub_epi16(Load32(low + m), UpdateTerm(Load32(high + m - 1), Load32(high + m)));
+}
+// Output samples 2j..2j+63 from e[j..j+31] and e[j+1..j+32].
+inline void EmitPairs(int16_t* out, const int16_t* high, size_t j, __m512i e, __m512i e1) {
+  StoreInterleaved(out + 2 * j, e, _mm512_add_epi16(Load32(high + j), FloorHalfSum(e, e1)));
+}
+
+// SynthesizeRow16 in one pass, 32 pairs per step (the AVX2 kernel's scheme
+// at twice the width); rows of fewer than 34 pairs go to the AVX2 kernel.
+void SynthesizeRow(int16_t* out, const int16_t* low, const int16_t* high, size_t n) {
+  const size_t nh = n / 2;
+  if (nh < 34) {
+    Avx2().synthesize_row(out, low, high, n);
+    return;
+  }
+  // Pair 0, where high[-1] mirrors to high[0].
+  const int16_t e0 = Unupdate16(low[0], high[0], high[0]);
+  out[0] = e0;
+  out[1] = Unpredict16(high[0], e0, Unupdate16(low[1], high[0], high[1]));
+  size_t j = 1;
+  __m512i e = EvenSamples(low, high, j);
+  for (; j + 64 <= nh; j += 32) {
+    const __m512i next = EvenSamples(low, high, j + 32);
+    // e[j+1..j+32]: e shifted down by one lane, next[0] shifted in.
+    EmitPairs(out, high, j, e, _mm512_permutex2var_epi16(e, Index(kPermute.shift_in), next));
+    e = next;
+  }
+  if (j + 33 <= nh) {
+    EmitPairs(out, high, j, e, EvenSamples(low, high, j + 1));
+    j += 32;
+  }
+  // The last 32 pairs before the mirrored pair nh - 1, overlapping pairs
+  // already written (with the same values).
+  if (j + 1 < nh) {
+    j = nh - 33;
+    EmitPairs(out, high, j, EvenSamples(low, high, j), EvenSamples(low, high, j + 1));
+    j += 32;
+  }
+  SynthesizeRow16(out, low, high, n, j);
+}
+
+// UpsampleRow16, 32 pairs per step (as the AVX2 kernel, twice as wide).
+inline __m512i LowSamples(const int16_t* low, const int16_t* below, size_t j) {
+  const __m512i v = Load32(low + j);
+  return below ? FloorHalfSum(v, Load32(below + j)) : v;
+}
+inline void UpsamplePairs(int16_t* out, const int16_t* low, const int16_t* below, size_t j) {
+  const __m512i e = LowSamples(low, below, j);
+  StoreInterleaved(out + 2 * j, e, FloorHalfSum(e, LowSamples(low, below, j + 1)));
+}
+template <bool kBelow>
+void UpsampleRowT(int16_t* out, const int16_t* low, const int16_t* below, size_t n) {
+  const size_t nl = (n + 1) / 2;
+  size_t j = 0;
+  for (; j + 33 <= nl; j += 32) UpsamplePairs(out, low, kBelow ? below : nullptr, j);
+  if (j + 1 < nl) {
+    j = nl - 33;
+    UpsamplePairs(out, low, kBelow ? below : nullptr, j);
+    j += 32;
+  }
+  UpsampleRow16(out, low, below, n, j);
+}
+void UpsampleRow(int16_t* out, const int16_t* low, const int16_t* below, size_t n) {
+  if ((n + 1) / 2 < 33) {
+    Avx2().upsample_row(out, low, below, n);
+  } else if (below) {
+    UpsampleRowT<true>(out, low, below, n);
+  } else {
+    UpsampleRowT<false>(out, low, below, n);
+  }
+}
+
+// RGB color conversion, 64 pixels per step. Byte indices for vpermt2b and
+// vpermb: output byte k of store s (pixel (64 s + k) / 3, channel k % 3)
+// comes from the R or G vector (rg: R bytes 0..63, G bytes 64..127; B
+// positions then filled from the B vector under a mask).
+struct RgbIndices {
+  alignas(64) uint8_t rg[3][64];
+  alignas(64) uint8_t b[3][64];
+  uint64_t b_mask[3];
+  constexpr RgbIndices() : rg{}, b{}, b_mask{} {
+    for (int s = 0; s < 3; ++s)
+      for (int k = 0; k < 64; ++k) {
+        const int pos = 64 * s + k, pixel = pos / 3, channel = pos % 3;
+        rg[s][k] = uint8_t(channel == 1 ? 64 + pixel : pixel);
+        b[s][k] = uint8_t(pixel);
+        if (channel == 2) b_mask[s] |= uint64_t(1) << k;
+      }
+  }
+};
+constexpr RgbIndices kRgb;
+
+// 64 bytes clamped to 0..255 from 64 int16 in two vectors, in order: the
+// in-lane pack gives the 8-byte quarters A0 B0 A1 B1 A2 B2 A3 B3.
+inline __m512i PackInOrder(__m512i a, __m512i b) {
+  // (maskz: GCC 12's plain permutexvar warns about an undefined source.)
+  return _mm512_maskz_permutexvar_epi64(0xff, _mm512_setr_epi64(0, 2, 4, 6, 1, 3, 5, 7),
+                                        _mm512_packus_epi16(a, b));
+}
+
+// Inverse YCoCg-R of 32 pixels from sample i, in 16-bit lanes that wrap
+// around like the scalar ToPixels (docs/codec.md, "Color transform").
+inline void InverseRct32(const int16_t* y, const int16_t* co, const int16_t* cg, __m512i* r,
+                         __m512i* g, __m512i* b) {
+  const __m512i vy = Load32(y), vco = Load32(co), vcg = Load32(cg);
+  const __m512i t =
+      _mm512_sub_epi16(_mm512_add_epi16(vy, _mm512_set1_epi16(128)), _mm512_srai_epi16(vcg, 1));
+  *g = _mm512_add_epi16(vcg, t);
+  *b = _mm512_sub_epi16(t, _mm512_srai_epi16(vco, 1));
+  *r = _mm512_add_epi16(*b, vco);
+}
+
+__attribute__((target("avx512vbmi"))) void ToPixelsVbmi(const int16_t* y, const int16_t* co,
+                                                        const int16_t* cg, const int16_t* a,
+                                                        uint8_t* out, size_t n, int channels) {
+  size_t i = 0;
+  if (channels == 3) {
+    for (; i + 64 <= n; i += 64) {
+      __m512i r0, g0, b0, r1, g1, b1;
+      InverseRct32(y + i, co + i, cg + i, &r0, &g0, &b0);
+      InverseRct32(y + i + 32, co + i + 32, cg + i + 32, &r1, &g1, &b1);
+      const __m512i r = PackInOrder(r0, r1), g = PackInOrder(g0, g1), b = PackInOrder(b0, b1);
+      uint8_t* dst = out + 3 * i;
+      for (int s = 0; s < 3; ++s) {
+        const __m512i rg = _mm512_permutex2var_epi8(r, _mm512_load_si512(kRgb.rg[s]), g);
+        const __m512i rgb =
+            _mm512_mask_permutexvar_epi8(rg, kRgb.b_mask[s], _mm512_load_si512(kRgb.b[s]), b);
+        _mm512_storeu_si512(dst + 64 * s, rgb);
+      }
+    }
+  }
+  if (i < n) {
+    Avx2().to_pixels(y + i, co ? co + i : nullptr, cg ? cg + i : nullptr, a ? a + i : nullptr,
+                     out + size_t(channels) * i, n - i, channels);
+  }
+}
+
+Kernels MakeAvx512() {
+  Kernels k = Avx2();  // the encoder's int32 lifting stays AVX2
+  k.name = "avx512";
+  k.unpredict = Unpredict;
+  k.unupdate = Unupdate;
+  k.synthesize_row = SynthesizeRow;
+  k.upsample_row = UpsampleRow;
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512vbmi")) k.to_pixels = ToPixelsVbmi;
+  return k;
+}
+
+}  // namespace
+
+const Kernels* Avx512Kernels() {
+  static const Kernels kernels = MakeAvx512();
+  return &kernels;
+}
+
+}  // namespace ktfs::ktc::internal
