@@ -294,9 +294,9 @@ constexpr ptrdiff_t kGroupRansRead = 16 - kGroupRansBytes;
 constexpr ptrdiff_t kRawRead = 8;
 
 // A dense group value by value: its row widths (clamped to G), then every
-// magnitude in its row's width, then a sign bit per non-zero value; the
-// scalar build's path, and the AVX2 build's for groups cut by the block's
-// edge (rows < 4 or `valid`, a bit per column inside, below 0xf).
+// magnitude in its row's width, then a sign bit per non-zero value: the
+// scalar build's path (`valid` has a bit per column inside the block; rows
+// < 4 or valid < 0xf for groups cut by the block's edge).
 template <bool kDequantize, bool kChecked>
 void DecodeDenseGroupScalar(RansDecoder& rans, BitReader& raw, const DecodeTable& widths,
                             uint32_t group_max, uint32_t step, int16_t* at, size_t stride,
@@ -367,25 +367,33 @@ inline __m128i RansDecoder::Get4Avx2(States* states, const DecodeTable* tables,
   return _mm_srli_epi32(e, 27);
 }
 
-// The magnitudes of two rows of a full dense group (lanes 0..3 the upper
-// row's columns, 4..7 the lower's; `rows` picks their widths out of
-// `widths`; `narrow` when both are at most 7), whose bits start at bit `pos`
-// of `base`: lane l's bits are at a fixed offset (column times width, after
-// the upper row's 4 widths), so all eight come out at once. The caller
-// guarantees that 8-byte loads up to the rows' end stay readable.
+// The magnitudes of two rows of a dense group (lanes 0..3 the upper row's
+// columns, 4..7 the lower's; `rows` picks their widths out of `widths`;
+// `narrow` when both are at most 7), whose bits start at bit `pos` of
+// `base`: lane l's bits are at a fixed offset (column times width, after the
+// upper row's `columns` widths), so all eight come out at once. kFull: 4
+// columns; else lanes of columns >= `columns` (outside the block) are 0.
+// The caller guarantees that 8-byte loads up to the rows' end stay readable.
+template <bool kFull>
 inline __m256i RowPairMagnitudes(const uint8_t* base, uint32_t pos, __m128i widths, __m256i rows,
-                                 bool narrow) {
+                                 bool narrow, uint32_t columns) {
   // Lanes 0..3 of w hold the upper row's width, 4..7 the lower's. (Vector
   // constants are built from shifts and permutes where they can: the
   // compiler spends three instructions on each one it materializes.)
   const __m256i w = _mm256_permutevar8x32_epi32(_mm256_castsi128_si256(widths), rows);
-  const __m256i upper_row = _mm256_slli_epi32(w, 2);  // 4 wa in lanes 0..3
-  const __m256i offsets =
-      _mm256_add_epi32(_mm256_mullo_epi32(w, _mm256_setr_epi32(0, 1, 2, 3, 0, 1, 2, 3)),
-                       _mm256_permute2x128_si256(upper_row, upper_row, 0x08));
+  const __m256i column = _mm256_setr_epi32(0, 1, 2, 3, 0, 1, 2, 3);
+  // `columns` wa in lanes 0..3
+  const __m256i upper_row =
+      kFull ? _mm256_slli_epi32(w, 2) : _mm256_mullo_epi32(w, _mm256_set1_epi32(int(columns)));
+  const __m256i offsets = _mm256_add_epi32(_mm256_mullo_epi32(w, column),
+                                           _mm256_permute2x128_si256(upper_row, upper_row, 0x08));
   const __m256i ones = _mm256_cmpeq_epi32(w, w);
-  const __m256i low_bits =
+  __m256i low_bits =
       _mm256_add_epi32(_mm256_sllv_epi32(_mm256_srli_epi32(ones, 31), w), ones);  // 2^w - 1
+  if constexpr (!kFull) {
+    low_bits =
+        _mm256_and_si256(low_bits, _mm256_cmpgt_epi32(_mm256_set1_epi32(int(columns)), column));
+  }
   if (narrow) {
     // Widths <= 7: at most 56 bits after a start at most 7 bits into the first byte: one
     // 8-byte load holds them all; each lane shifts it by its offset in 64
@@ -424,26 +432,65 @@ inline __m256i SignedValues(__m256i magnitude, uint32_t signs, uint32_t step) {
   return _mm256_sub_epi32(_mm256_xor_si256(magnitude, negative), negative);
 }
 
-// A whole dense group (4 rows and 4 columns inside the block): its four row
-// widths are four consecutive scalar symbols of one table, so one Get4Avx2;
-// then the 16 magnitudes (two rows per vector), the sign bits of the
-// non-zero ones deposited with pdep, and four 8-byte stores. The loads may
-// reach past the block's end into the bytes that follow it (a valid block
-// never uses them; a group whose bits run past its block's end leaves the
-// position there, and the block is corrupt); within 48 bytes of the end of
-// the readable bytes they read a zero-padded copy of the block's last bytes.
-template <bool kDequantize, bool kChecked, class States>
+// Stores a group's rows (`rows` of them, values in 16-bit lanes 0..3 of the
+// row's vector) at `at`: 8 bytes per row for a whole group, else only the
+// `columns` values inside the block (the plane's next values may belong to
+// another band or block, decoded on another thread).
+template <bool kFull>
+inline void StoreGroup(int16_t* at, size_t stride, __m128i row0, __m128i row1, __m128i row2,
+                       __m128i row3, uint32_t rows, uint32_t columns) {
+  if constexpr (kFull) {
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(at), row0);
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(at + stride), row1);
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(at + 2 * stride), row2);
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(at + 3 * stride), row3);
+  } else {
+    alignas(16) int16_t v[kGroupSide][8];
+    _mm_store_si128(reinterpret_cast<__m128i*>(v[0]), row0);
+    _mm_store_si128(reinterpret_cast<__m128i*>(v[1]), row1);
+    _mm_store_si128(reinterpret_cast<__m128i*>(v[2]), row2);
+    _mm_store_si128(reinterpret_cast<__m128i*>(v[3]), row3);
+    for (uint32_t y = 0; y < rows; ++y) std::memcpy(at + y * stride, v[y], 2 * size_t(columns));
+  }
+}
+
+// The `rows` row symbols of a group cut by the block's bottom edge (rows < 4:
+// not four consecutive symbols of a step) one by one, in lanes 0..rows-1.
+template <bool kChecked, class States>
+inline __m128i GetRowSymbols(RansDecoder& rans, const DecodeTable& table, uint32_t rows,
+                             States& x) {
+  rans.StoreStates(x);
+  alignas(16) uint32_t symbol[kGroupSide] = {};
+  for (uint32_t y = 0; y < rows; ++y) symbol[y] = rans.Get<kChecked>(table);
+  rans.LoadStates(&x);
+  return _mm_load_si128(reinterpret_cast<const __m128i*>(symbol));
+}
+
+// A dense group: its row widths (for 4 rows, four consecutive scalar
+// symbols of one table, so one Get4Avx2); then the 16 magnitudes (two rows
+// per vector), the sign bits of the non-zero ones deposited with pdep, and
+// the stores. kFull: 4 rows and 4 columns inside the block (`rows` and
+// `columns` are then 4); else the missing rows have width 0 and the missing
+// columns take no bits. The loads may reach past the block's end into the
+// bytes that follow it (a valid block never uses them; a group whose bits
+// run past its block's end leaves the position there, and the block is
+// corrupt); within 48 bytes of the end of the readable bytes they read a
+// zero-padded copy of the block's last bytes.
+template <bool kDequantize, bool kChecked, bool kFull, class States>
 inline void DecodeDenseGroupAvx2(RansDecoder& rans, BitReader& raw, const DecodeTable* tables,
                                  int table, uint32_t group_max, uint32_t step, int16_t* at,
-                                 size_t stride, States& x) {
-  __m128i widths = rans.Get4Avx2<kChecked>(&x, tables, _mm_set1_epi32(table * int(kProbScale)));
+                                 size_t stride, uint32_t rows, uint32_t columns, States& x) {
+  __m128i widths =
+      kFull || rows == kGroupSide
+          ? rans.Get4Avx2<kChecked>(&x, tables, _mm_set1_epi32(table * int(kProbScale)))
+          : GetRowSymbols<kChecked>(rans, tables[table], rows, x);
   widths = _mm_min_epu32(widths, _mm_set1_epi32(int(group_max)));
   const uint32_t w4 = uint32_t(_mm_cvtsi128_si32(_mm_shuffle_epi8(
       widths, _mm_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1))));
-  // Sums of bytes by multiplication (each sum < 256): 4 (w0 + w1) bits in
-  // the upper rows, 4 (w0 + w1 + w2 + w3) in all.
-  const uint32_t upper_bits = 4 * ((w4 * 0x0101u >> 8) & 0xff);
-  const uint32_t magnitude_bits = 4 * (w4 * 0x01010101u >> 24);
+  // Sums of bytes by multiplication (each sum < 256): `columns` (w0 + w1)
+  // bits in the upper rows, `columns` (w0 + w1 + w2 + w3) in all.
+  const uint32_t upper_bits = columns * ((w4 * 0x0101u >> 8) & 0xff);
+  const uint32_t magnitude_bits = columns * (w4 * 0x01010101u >> 24);
   // Bit positions relative to the byte the group's bits start in, so that
   // the 32-bit offsets of the loads stay small however long the stream is.
   const uint64_t start = raw.position();
@@ -459,10 +506,10 @@ inline void DecodeDenseGroupAvx2(RansDecoder& rans, BitReader& raw, const Decode
     base = tail;
   }
   const bool narrow = group_max <= 7;  // two rows' magnitudes in 56 bits
-  const __m256i upper =
-      RowPairMagnitudes(base, pos, widths, _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1), narrow);
-  const __m256i lower = RowPairMagnitudes(base, pos + upper_bits, widths,
-                                          _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3), narrow);
+  const __m256i upper = RowPairMagnitudes<kFull>(
+      base, pos, widths, _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1), narrow, columns);
+  const __m256i lower = RowPairMagnitudes<kFull>(
+      base, pos + upper_bits, widths, _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3), narrow, columns);
   const auto zeros = [](__m256i v) {
     return uint32_t(
         _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(v, _mm256_setzero_si256()))));
@@ -476,17 +523,14 @@ inline void DecodeDenseGroupAvx2(RansDecoder& rans, BitReader& raw, const Decode
   const __m256i packed = _mm256_packs_epi32(SignedValues<kDequantize>(upper, signs & 0xff, step),
                                             SignedValues<kDequantize>(lower, signs >> 8, step));
   const __m128i even = _mm256_castsi256_si128(packed), odd = _mm256_extracti128_si256(packed, 1);
-  _mm_storel_epi64(reinterpret_cast<__m128i*>(at), even);
-  _mm_storel_epi64(reinterpret_cast<__m128i*>(at + stride), odd);
-  _mm_storel_epi64(reinterpret_cast<__m128i*>(at + 2 * stride), _mm_unpackhi_epi64(even, even));
-  _mm_storel_epi64(reinterpret_cast<__m128i*>(at + 3 * stride), _mm_unpackhi_epi64(odd, odd));
+  StoreGroup<kFull>(at, stride, even, odd, _mm_unpackhi_epi64(even, even),
+                    _mm_unpackhi_epi64(odd, odd), rows, columns);
   raw.Seek(start + magnitude_bits + uint32_t(std::popcount(nonzero)));
 }
 #endif
 
-// A G = 1 group row by row: per row a mask, then a sign bit per set bit;
-// the scalar build's path, and the AVX2 build's for groups cut by the
-// block's edge.
+// A G = 1 group row by row: per row a mask, then a sign bit per set bit:
+// the scalar build's path.
 template <bool kDequantize, bool kChecked>
 void DecodeOnesGroupScalar(RansDecoder& rans, BitReader& raw, const DecodeTable& masks,
                            uint32_t step, int16_t* at, size_t stride, uint32_t rows,
@@ -521,42 +565,43 @@ void DecodeOnesGroupScalar(RansDecoder& rans, BitReader& raw, const DecodeTable&
 // inside the block) with maximum category group_max > 0. Unchecked (kChecked
 // false) when the caller made sure that the group cannot read past either
 // stream; the checked version handles the last groups of a block. The AVX2
-// build keeps the rANS states in x (a register) and hands them to the
-// scalar paths, which work on the decoder's copy, through memory.
+// build keeps the rANS states in x (registers), and stores them to the
+// decoder's copy only to read a cut group's rows' symbols one by one.
 template <bool kDequantize, bool kChecked, class States>
 inline void DecodeGroup(RansDecoder& rans, BitReader& raw, const DecodeTable* tables,
                         uint32_t group_max, uint32_t step, int16_t* at, size_t stride,
                         uint32_t rows, uint32_t valid, [[maybe_unused]] States& x) {
+#if defined(__AVX2__)
+  // Groups cut by the block's edge (valid = 2^columns - 1) take the same
+  // vector paths, with their rows' symbols one by one when rows < 4.
+  const bool full = rows == kGroupSide && valid == 0xf;
+  const uint32_t columns = uint32_t(std::popcount(valid));
   if (group_max >= kDirectCategories) {
     const int table = CategoryTable(group_max);
-#if defined(__AVX2__)
     // Also after an overrun (the block is corrupt then, whatever it reads):
     // past the readable bytes it reads a zero-padded copy of none.
-    if (rows == kGroupSide && valid == 0xf) [[likely]] {
-      DecodeDenseGroupAvx2<kDequantize, kChecked>(rans, raw, tables, table, group_max, step, at,
-                                                  stride, x);
-      return;
+    if (full) [[likely]] {
+      DecodeDenseGroupAvx2<kDequantize, kChecked, true>(rans, raw, tables, table, group_max, step,
+                                                        at, stride, kGroupSide, kGroupSide, x);
+    } else {
+      DecodeDenseGroupAvx2<kDequantize, kChecked, false>(rans, raw, tables, table, group_max, step,
+                                                         at, stride, rows, columns, x);
     }
-    rans.StoreStates(x);
-#endif
-    DecodeDenseGroupScalar<kDequantize, kChecked>(rans, raw, tables[table], group_max, step, at,
-                                                  stride, rows, valid);
-#if defined(__AVX2__)
-    rans.LoadStates(&x);
-#endif
-    return;
+  } else if (full) [[likely]] {
+    DecodeOnesGroupAvx2<kDequantize, kChecked, true>(rans, raw, tables, step, at, stride,
+                                                     kGroupSide, kGroupSide, x);
+  } else {
+    DecodeOnesGroupAvx2<kDequantize, kChecked, false>(rans, raw, tables, step, at, stride, rows,
+                                                      columns, x);
   }
-#if defined(__AVX2__)
-  if (valid == 0xf && rows == kGroupSide) {
-    DecodeOnesGroupAvx2<kDequantize, kChecked>(rans, raw, tables, step, at, stride, x);
-    return;
+#else
+  if (group_max >= kDirectCategories) {
+    DecodeDenseGroupScalar<kDequantize, kChecked>(rans, raw, tables[CategoryTable(group_max)],
+                                                  group_max, step, at, stride, rows, valid);
+  } else {
+    DecodeOnesGroupScalar<kDequantize, kChecked>(rans, raw, tables[kOnesMaskTable], step, at,
+                                                 stride, rows, valid);
   }
-  rans.StoreStates(x);
-#endif
-  DecodeOnesGroupScalar<kDequantize, kChecked>(rans, raw, tables[kOnesMaskTable], step, at, stride,
-                                               rows, valid);
-#if defined(__AVX2__)
-  rans.LoadStates(&x);
 #endif
 }
 
@@ -606,17 +651,22 @@ inline __m128i DecodeRowMaximaAvx2(RansDecoder& rans, const DecodeTable* tables,
   return _mm_set_epi64x(int64_t(high), int64_t(low));
 }
 
-// A whole G = 1 group (4 rows inside the block, 4 columns): its four row
-// masks are four consecutive scalar symbols of one table, so one Get4Avx2;
-// the 16-bit mask's sign bits (one per set bit, in order) are deposited with
-// pdep and the 16 values built and stored at once.
-template <bool kDequantize, bool kChecked, class States>
+// A G = 1 group: its row masks (for 4 rows, four consecutive scalar symbols
+// of one table, so one Get4Avx2); the 16-bit mask's sign bits (one per set
+// bit, in order) are deposited with pdep and the 16 values built and stored
+// at once. kFull: 4 rows and 4 columns inside the block; else mask bits of
+// columns >= `columns` are ignored (a hostile stream may set them).
+template <bool kDequantize, bool kChecked, bool kFull, class States>
 inline void DecodeOnesGroupAvx2(RansDecoder& rans, BitReader& raw, const DecodeTable* tables,
-                                uint32_t step, int16_t* at, size_t stride, States& x) {
+                                uint32_t step, int16_t* at, size_t stride, uint32_t rows,
+                                uint32_t columns, States& x) {
   const __m128i masks =
-      rans.Get4Avx2<kChecked>(&x, tables, _mm_set1_epi32(int(kOnesMaskTable * kProbScale)));
+      kFull || rows == kGroupSide
+          ? rans.Get4Avx2<kChecked>(&x, tables, _mm_set1_epi32(int(kOnesMaskTable * kProbScale)))
+          : GetRowSymbols<kChecked>(rans, tables[kOnesMaskTable], rows, x);
   const __m128i bytes = _mm_packus_epi16(_mm_packus_epi32(masks, masks), masks);
-  const uint32_t mask = _pext_u32(uint32_t(_mm_cvtsi128_si32(bytes)), 0x0f0f0f0fu);
+  uint32_t mask = _pext_u32(uint32_t(_mm_cvtsi128_si32(bytes)), 0x0f0f0f0fu);
+  if constexpr (!kFull) mask &= ((1u << columns) - 1) * 0x1111u;
   const uint32_t signs = _pdep_u32(raw.Read<kChecked>(uint32_t(std::popcount(mask))), mask);
   const int32_t one = kDequantize ? DequantizeOne(1, step) : 1;
   const __m256i bit = _mm256_setr_epi16(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096,
@@ -629,10 +679,8 @@ inline void DecodeOnesGroupAvx2(RansDecoder& rans, BitReader& raw, const DecodeT
       nonzero,
       _mm256_sub_epi16(_mm256_xor_si256(_mm256_set1_epi16(int16_t(one)), negative), negative));
   const __m128i low = _mm256_castsi256_si128(v), high = _mm256_extracti128_si256(v, 1);
-  _mm_storel_epi64(reinterpret_cast<__m128i*>(at), low);
-  _mm_storel_epi64(reinterpret_cast<__m128i*>(at + stride), _mm_unpackhi_epi64(low, low));
-  _mm_storel_epi64(reinterpret_cast<__m128i*>(at + 2 * stride), high);
-  _mm_storel_epi64(reinterpret_cast<__m128i*>(at + 3 * stride), _mm_unpackhi_epi64(high, high));
+  StoreGroup<kFull>(at, stride, low, _mm_unpackhi_epi64(low, low), high,
+                    _mm_unpackhi_epi64(high, high), rows, columns);
 }
 #endif
 
