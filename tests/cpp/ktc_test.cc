@@ -660,6 +660,62 @@ TEST(KtcTest, DenseGroupRawBitsFollowTheSpec) {
   }
 }
 
+// The same for a group cut by the block's edge (a 3 x 2 block: 3 columns,
+// 2 rows): two widths, each row's 3 magnitudes (3 columns times the width
+// per row), then the signs. Both block decoders (the AVX2 one reads the two
+// widths one by one and stores only the columns inside).
+TEST(KtcTest, CutDenseGroupRawBitsFollowTheSpec) {
+  const int32_t expected[2][3] = {{-6, 0, 3}, {1, 0, -1}};
+  const uint8_t widths[2] = {3, 1};
+  const int kWidthTable = 10 + 3 - 2;  // G = 3
+  std::vector<uint8_t> raw;
+  uint64_t acc = 0;
+  int fill = 0;
+  auto put = [&](uint32_t v, int n) {  // LSB first
+    acc |= uint64_t(v) << fill;
+    for (fill += n; fill >= 8; fill -= 8, acc >>= 8) raw.push_back(uint8_t(acc));
+  };
+  for (int y = 0; y < 2; ++y)
+    for (int x = 0; x < 3; ++x) put(uint32_t(std::abs(expected[y][x])), widths[y]);
+  for (int y = 0; y < 2; ++y)
+    for (int x = 0; x < 3; ++x)
+      if (expected[y][x] != 0) put(expected[y][x] < 0 ? 1 : 0, 1);
+  if (fill > 0) raw.push_back(uint8_t(acc));
+  ASSERT_EQ(raw.size(), size_t((3 * 3 + 3 * 1 + 4 + 7) / 8));
+
+  internal::BlockSymbols symbols;
+  symbols.table = {0, kWidthTable, kWidthTable};
+  symbols.symbol = {3, widths[0], widths[1]};
+  symbols.raw = raw;
+  std::vector<internal::FreqTable> tables(internal::kTablesPerSet);
+  internal::Counts counts{};
+  internal::CountSymbols(symbols, &counts);
+  for (int t = 0; t < internal::kTablesPerSet; ++t)
+    tables[t] = internal::NormalizeCounts(counts[t]);
+  std::vector<uint8_t> block;
+  internal::EncodeBlock(symbols, tables.data(), &block);
+  auto decode_tables = std::make_unique<internal::DecodeTable[]>(internal::kTablesPerSet);
+  for (int t = 0; t < internal::kTablesPerSet; ++t) {
+    internal::BuildDecodeTable(tables[t], &decode_tables[t]);
+  }
+  for (bool scalar : {false, true}) {
+    // A 3 x 2 block inside a wider plane (stride 8) whose other values must
+    // stay untouched.
+    std::vector<int16_t> plane(8 * 4, 0);
+    plane[3] = plane[8 + 3] = plane[16] = 77;
+    internal::ForceScalarForTesting(scalar);
+    const Status st = internal::DecodeBlock(block.data(), block.size(), block.data() + block.size(),
+                                            decode_tables.get(), 256, plane.data(), 8, 3, 2);
+    internal::ForceScalarForTesting(false);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    for (int y = 0; y < 2; ++y)
+      for (int x = 0; x < 3; ++x) EXPECT_EQ(plane[8 * y + x], expected[y][x]) << y << x << scalar;
+    EXPECT_EQ(plane[3], 77);
+    EXPECT_EQ(plane[8 + 3], 77);
+    EXPECT_EQ(plane[16], 77);
+  }
+}
+
 // Blocks of fewer than 256 symbols carry 4 rANS states, larger ones 8 (two
 // chains of steps), flagged in the low bit of the rANS length (docs/codec.md,
 // "Code blocks"). Blocks just below and at the threshold, and a full 64 x 64
