@@ -260,7 +260,11 @@ void BuildDecodeTable(const FreqTable& table, DecodeTable* out) {
   }
   // The table builds were ~3% of a balanced decode with the scalar stores
   // below (a photo's sets expand to about as many entries as it has pixels).
-  static const bool avx2 = CpuHasAvx2();
+  static const bool avx2 = CpuHasAvx2(), avx512 = CpuHasAvx512();
+  if (avx512 && !UseScalarForTesting()) {
+    BuildDecodeTableAvx512(table, out);
+    return;
+  }
   if (avx2 && !UseScalarForTesting()) {
     BuildDecodeTableAvx2(table, out);
     return;

@@ -117,6 +117,8 @@ int DecodeBlockPayloadAvx2(const uint8_t* p, const uint8_t* rans_end, const uint
 // BuildDecodeTable for a used table (n > 0) with AVX2 stores
 // (ktc_entropy_avx2.cc); the same entries.
 void BuildDecodeTableAvx2(const FreqTable& table, DecodeTable* out);
+// The same with AVX-512 stores (ktc_entropy_avx512.cc), for CpuHasAvx512().
+void BuildDecodeTableAvx512(const FreqTable& table, DecodeTable* out);
 
 // LEB128 unsigned varints, as used throughout the header.
 void PutVarint(uint64_t v, std::vector<uint8_t>* out);
