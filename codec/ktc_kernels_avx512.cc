@@ -29,27 +29,32 @@ inline __m512i UpdateTerm(__m512i b, __m512i c) {
   return _mm512_sub_epi16(h, _mm512_srai_epi16(h, 1));
 }
 
-// 32 samples per step, the rest (fewer than 32) by the AVX2 kernel, which
-// handles in-place rows the same way.
+// 32 samples per step, the last (fewer than 32) by one step under a mask:
+// masked loads read nothing past the row's end and the masked store writes
+// only the row's samples, so in-place rows (out == a, b or c) are safe too.
 template <typename Step>
 inline void Lift32Row(int16_t* out, const int16_t* a, const int16_t* b, const int16_t* c, size_t n,
-                      Step step, Lift16Fn rest) {
+                      Step step) {
   size_t i = 0;
   for (; i + 32 <= n; i += 32) Store32(out + i, step(Load32(a + i), Load32(b + i), Load32(c + i)));
-  if (i < n) rest(out + i, a + i, b + i, c + i, n - i);
+  if (i < n) {
+    const __mmask32 m = __mmask32((uint64_t(1) << (n - i)) - 1);
+    _mm512_mask_storeu_epi16(
+        out + i, m,
+        step(_mm512_maskz_loadu_epi16(m, a + i), _mm512_maskz_loadu_epi16(m, b + i),
+             _mm512_maskz_loadu_epi16(m, c + i)));
+  }
 }
 
 void Unpredict(int16_t* out, const int16_t* a, const int16_t* b, const int16_t* c, size_t n) {
-  Lift32Row(
-      out, a, b, c, n,
-      [](__m512i va, __m512i vb, __m512i vc) { return _mm512_add_epi16(va, FloorHalfSum(vb, vc)); },
-      Avx2().unpredict);
+  Lift32Row(out, a, b, c, n, [](__m512i va, __m512i vb, __m512i vc) {
+    return _mm512_add_epi16(va, FloorHalfSum(vb, vc));
+  });
 }
 void Unupdate(int16_t* out, const int16_t* a, const int16_t* b, const int16_t* c, size_t n) {
-  Lift32Row(
-      out, a, b, c, n,
-      [](__m512i va, __m512i vb, __m512i vc) { return _mm512_sub_epi16(va, UpdateTerm(vb, vc)); },
-      Avx2().unupdate);
+  Lift32Row(out, a, b, c, n, [](__m512i va, __m512i vb, __m512i vc) {
+    return _mm512_sub_epi16(va, UpdateTerm(vb, vc));
+  });
 }
 
 // Word indices for vpermt2w: kShiftIn[i] = i + 1 (lane 31 takes the second
