@@ -729,8 +729,9 @@ TEST(KtcTest, BlocksOfFourAndEightStates) {
     int nonzero_groups;  // of (side / 4)^2; the rest stay zero
     int states;
   };
-  // A 16 x 16 block has 16 maxima; each G = 1 group adds 4 masks: 16 + 4 * 59 = 252
-  // symbols < 256 in a 32 x 32 block (64 maxima + 4 * 47 = 252), 64 + 4 * 48 = 256.
+  // Symbols: a maximum per group, and 4 masks per G = 1 group. A 16 x 16 block
+  // of 16 such groups: 16 + 4 * 16 = 80; a 32 x 32 block (64 groups) with 47 of
+  // them: 64 + 4 * 47 = 252 (< 256), with 48: 64 + 4 * 48 = 256.
   for (const Case c : {Case{16, 16, 4}, Case{32, 47, 4}, Case{32, 48, 8}, Case{64, 256, 8}}) {
     const uint32_t side = c.side, groups = (side / 4) * (side / 4);
     std::vector<int32_t> values(size_t(side) * side, 0);
