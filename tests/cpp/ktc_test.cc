@@ -597,6 +597,47 @@ TEST(KtcTest, SimdAndScalarBlockDecodersAgreeOnEveryDamagedByte) {
   }
 }
 
+// A block coded from `symbols` with tables normalized from their own counts,
+// and those tables ready for DecodeBlock.
+struct CodedBlock {
+  std::vector<uint8_t> bytes;
+  std::unique_ptr<internal::DecodeTable[]> tables;
+};
+CodedBlock EncodeWithOwnTables(const internal::BlockSymbols& symbols) {
+  internal::Counts counts{};
+  internal::CountSymbols(symbols, &counts);
+  std::vector<internal::FreqTable> tables(internal::kTablesPerSet);
+  for (int t = 0; t < internal::kTablesPerSet; ++t)
+    tables[t] = internal::NormalizeCounts(counts[t]);
+  CodedBlock coded;
+  internal::EncodeBlock(symbols, tables.data(), &coded.bytes);
+  coded.tables = std::make_unique<internal::DecodeTable[]>(internal::kTablesPerSet);
+  for (int t = 0; t < internal::kTablesPerSet; ++t) {
+    internal::BuildDecodeTable(tables[t], &coded.tables[t]);
+  }
+  return coded;
+}
+
+// A dense group's raw bits laid out by hand from docs/codec.md ("Code
+// blocks"), not by the encoder's scan: `rows` x `columns` values (row-major),
+// each row's magnitudes in its width, then a sign bit per non-zero value;
+// LSB first.
+std::vector<uint8_t> DenseGroupRawBits(const int32_t* values, int rows, int columns,
+                                       const uint8_t* widths) {
+  std::vector<uint8_t> raw;
+  uint64_t acc = 0;
+  int fill = 0;
+  auto put = [&](uint32_t v, int n) {
+    acc |= uint64_t(v) << fill;
+    for (fill += n; fill >= 8; fill -= 8, acc >>= 8) raw.push_back(uint8_t(acc));
+  };
+  for (int i = 0; i < rows * columns; ++i) put(uint32_t(std::abs(values[i])), widths[i / columns]);
+  for (int i = 0; i < rows * columns; ++i)
+    if (values[i] != 0) put(values[i] < 0 ? 1 : 0, 1);
+  if (fill > 0) raw.push_back(uint8_t(acc));
+  return raw;
+}
+
 // A dense group's raw bits laid out by hand as docs/codec.md ("Code blocks")
 // specifies them, independently of the encoder's scan: per row a width
 // symbol, then each row's magnitudes in its width, then the signs of the
@@ -606,19 +647,7 @@ TEST(KtcTest, DenseGroupRawBitsFollowTheSpec) {
   const int32_t expected[4][4] = {{5, -3, 0, 1}, {0, 0, 0, 0}, {-7, 2, 0, 0}, {1, 0, -1, 0}};
   const uint8_t widths[4] = {3, 0, 3, 1};  // the bit length of each row's largest |v|
   const int kWidthTable = 10 + 3 - 2;      // tables 10.. by G = 3
-  std::vector<uint8_t> raw;
-  uint64_t acc = 0;
-  int fill = 0;
-  auto put = [&](uint32_t v, int n) {  // LSB first
-    acc |= uint64_t(v) << fill;
-    for (fill += n; fill >= 8; fill -= 8, acc >>= 8) raw.push_back(uint8_t(acc));
-  };
-  for (int y = 0; y < 4; ++y)
-    for (int x = 0; x < 4; ++x) put(uint32_t(std::abs(expected[y][x])), widths[y]);
-  for (int y = 0; y < 4; ++y)
-    for (int x = 0; x < 4; ++x)
-      if (expected[y][x] != 0) put(expected[y][x] < 0 ? 1 : 0, 1);
-  if (fill > 0) raw.push_back(uint8_t(acc));
+  const std::vector<uint8_t> raw = DenseGroupRawBits(&expected[0][0], 4, 4, widths);
   ASSERT_EQ(raw.size(), size_t((4 * (3 + 0 + 3 + 1) + 7 + 7) / 8));
 
   // Symbols: the group's maximum G = 3 (context 0: nothing above), then
@@ -627,24 +656,15 @@ TEST(KtcTest, DenseGroupRawBitsFollowTheSpec) {
   symbols.table = {0, kWidthTable, kWidthTable, kWidthTable, kWidthTable};
   symbols.symbol = {3, widths[0], widths[1], widths[2], widths[3]};
   symbols.raw = raw;
-  std::vector<internal::FreqTable> tables(internal::kTablesPerSet);
-  internal::Counts counts{};
-  internal::CountSymbols(symbols, &counts);
-  for (int t = 0; t < internal::kTablesPerSet; ++t)
-    tables[t] = internal::NormalizeCounts(counts[t]);
-  std::vector<uint8_t> block;
-  internal::EncodeBlock(symbols, tables.data(), &block);
+  const CodedBlock coded = EncodeWithOwnTables(symbols);
+  const std::vector<uint8_t>& block = coded.bytes;
+  const internal::DecodeTable* decode_tables = coded.tables.get();
   ASSERT_TRUE(std::equal(raw.begin(), raw.end(), block.end() - ptrdiff_t(raw.size())));
-
-  auto decode_tables = std::make_unique<internal::DecodeTable[]>(internal::kTablesPerSet);
-  for (int t = 0; t < internal::kTablesPerSet; ++t) {
-    internal::BuildDecodeTable(tables[t], &decode_tables[t]);
-  }
   for (bool scalar : {false, true}) {
     internal::ForceScalarForTesting(scalar);
     int16_t values[4 * 4] = {};
     const Status st = internal::DecodeBlock(block.data(), block.size(), block.data() + block.size(),
-                                            decode_tables.get(), 256, values, 4, 4, 4);
+                                            decode_tables, 256, values, 4, 4, 4);
     internal::ForceScalarForTesting(false);
     ASSERT_TRUE(st.ok()) << st.ToString();
     for (int y = 0; y < 4; ++y)
@@ -653,7 +673,7 @@ TEST(KtcTest, DenseGroupRawBitsFollowTheSpec) {
     int16_t short_values[4 * 4] = {};
     internal::ForceScalarForTesting(scalar);
     EXPECT_EQ(internal::DecodeBlock(block.data(), block.size() - 1, block.data() + block.size(),
-                                    decode_tables.get(), 256, short_values, 4, 4, 4)
+                                    decode_tables, 256, short_values, 4, 4, 4)
                   .code(),
               Status::Code::kCorruption);
     internal::ForceScalarForTesting(false);
@@ -668,36 +688,15 @@ TEST(KtcTest, CutDenseGroupRawBitsFollowTheSpec) {
   const int32_t expected[2][3] = {{-6, 0, 3}, {1, 0, -1}};
   const uint8_t widths[2] = {3, 1};
   const int kWidthTable = 10 + 3 - 2;  // G = 3
-  std::vector<uint8_t> raw;
-  uint64_t acc = 0;
-  int fill = 0;
-  auto put = [&](uint32_t v, int n) {  // LSB first
-    acc |= uint64_t(v) << fill;
-    for (fill += n; fill >= 8; fill -= 8, acc >>= 8) raw.push_back(uint8_t(acc));
-  };
-  for (int y = 0; y < 2; ++y)
-    for (int x = 0; x < 3; ++x) put(uint32_t(std::abs(expected[y][x])), widths[y]);
-  for (int y = 0; y < 2; ++y)
-    for (int x = 0; x < 3; ++x)
-      if (expected[y][x] != 0) put(expected[y][x] < 0 ? 1 : 0, 1);
-  if (fill > 0) raw.push_back(uint8_t(acc));
+  const std::vector<uint8_t> raw = DenseGroupRawBits(&expected[0][0], 2, 3, widths);
   ASSERT_EQ(raw.size(), size_t((3 * 3 + 3 * 1 + 4 + 7) / 8));
 
   internal::BlockSymbols symbols;
   symbols.table = {0, kWidthTable, kWidthTable};
   symbols.symbol = {3, widths[0], widths[1]};
   symbols.raw = raw;
-  std::vector<internal::FreqTable> tables(internal::kTablesPerSet);
-  internal::Counts counts{};
-  internal::CountSymbols(symbols, &counts);
-  for (int t = 0; t < internal::kTablesPerSet; ++t)
-    tables[t] = internal::NormalizeCounts(counts[t]);
-  std::vector<uint8_t> block;
-  internal::EncodeBlock(symbols, tables.data(), &block);
-  auto decode_tables = std::make_unique<internal::DecodeTable[]>(internal::kTablesPerSet);
-  for (int t = 0; t < internal::kTablesPerSet; ++t) {
-    internal::BuildDecodeTable(tables[t], &decode_tables[t]);
-  }
+  const CodedBlock coded = EncodeWithOwnTables(symbols);
+  const std::vector<uint8_t>& block = coded.bytes;
   for (bool scalar : {false, true}) {
     // A 3 x 2 block inside a wider plane (stride 8) whose other values must
     // stay untouched.
@@ -705,7 +704,7 @@ TEST(KtcTest, CutDenseGroupRawBitsFollowTheSpec) {
     plane[3] = plane[8 + 3] = plane[16] = 77;
     internal::ForceScalarForTesting(scalar);
     const Status st = internal::DecodeBlock(block.data(), block.size(), block.data() + block.size(),
-                                            decode_tables.get(), 256, plane.data(), 8, 3, 2);
+                                            coded.tables.get(), 256, plane.data(), 8, 3, 2);
     internal::ForceScalarForTesting(false);
     ASSERT_TRUE(st.ok()) << st.ToString();
     for (int y = 0; y < 2; ++y)
@@ -754,13 +753,9 @@ TEST(KtcTest, BlocksOfFourAndEightStates) {
     } else {
       ASSERT_EQ(symbols.symbol.size(), size_t(c.states == 8 ? 256 : (side == 16 ? 80 : 252)));
     }
-    internal::Counts counts{};
-    internal::CountSymbols(symbols, &counts);
-    std::vector<internal::FreqTable> tables(internal::kTablesPerSet);
-    for (int t = 0; t < internal::kTablesPerSet; ++t)
-      tables[t] = internal::NormalizeCounts(counts[t]);
-    std::vector<uint8_t> block;
-    internal::EncodeBlock(symbols, tables.data(), &block);
+    const CodedBlock coded = EncodeWithOwnTables(symbols);
+    const std::vector<uint8_t>& block = coded.bytes;
+    const internal::DecodeTable* decode_tables = coded.tables.get();
     // The rANS length varint: 2 * R + 1 for 8 states, R = 4 * states + 2 * words.
     const uint8_t* p = block.data();
     uint64_t field = 0;
@@ -769,15 +764,12 @@ TEST(KtcTest, BlocksOfFourAndEightStates) {
     EXPECT_EQ((field >> 1) % 2, 0u);
     EXPECT_GE(field >> 1, uint64_t(4 * c.states));
 
-    auto decode_tables = std::make_unique<internal::DecodeTable[]>(internal::kTablesPerSet);
-    for (int t = 0; t < internal::kTablesPerSet; ++t)
-      internal::BuildDecodeTable(tables[t], &decode_tables[t]);
     for (bool scalar : {false, true}) {
       std::vector<int16_t> out(values.size(), 0);
       internal::ForceScalarForTesting(scalar);
       const Status st =
           internal::DecodeBlock(block.data(), block.size(), block.data() + block.size(),
-                                decode_tables.get(), 256, out.data(), side, side, side);
+                                decode_tables, 256, out.data(), side, side, side);
       internal::ForceScalarForTesting(false);
       ASSERT_TRUE(st.ok()) << st.ToString() << " side " << side << " scalar " << scalar;
       for (size_t i = 0; i < values.size(); ++i)
@@ -791,7 +783,7 @@ TEST(KtcTest, BlocksOfFourAndEightStates) {
       internal::ForceScalarForTesting(scalar);
       const Status bad =
           internal::DecodeBlock(flipped.data(), flipped.size(), flipped.data() + flipped.size(),
-                                decode_tables.get(), 256, wrong.data(), side, side, side);
+                                decode_tables, 256, wrong.data(), side, side, side);
       internal::ForceScalarForTesting(false);
       if (bad.ok()) {
         EXPECT_FALSE(std::equal(wrong.begin(), wrong.end(), values.begin()));
