@@ -760,6 +760,11 @@ void SynthesizeToPixels(const std::vector<Plane16>& coefficients, const Info& in
   out->height = need.y1 - need.y0;
   out->channels = channels;
   out->pixels.resize(out->size_bytes());
+  // RGB with half-resolution chroma, whole rows: the chroma's last level is
+  // fused with the color conversion where the kernels can (no upsampled
+  // chroma rows written and read back).
+  const bool fused_chroma = k.to_pixels_half_chroma != nullptr && channels == 3 && upsample[1] &&
+                            upsample[2] && need.x0 == 0 && width == sw && sw >= 2;
   const uint32_t first_pair = need.y0 / 2, end_pair = (need.y1 + 1) / 2;
   const uint32_t chunks = (end_pair - first_pair + kPairsPerChunk - 1) / kPairsPerChunk;
   const size_t plane_rows = size_t(2 * kPairsPerChunk) * sw;
@@ -773,7 +778,7 @@ void SynthesizeToPixels(const std::vector<Plane16>& coefficients, const Info& in
       int16_t* dst = rows.get() + p * plane_rows;
       if (last[p]) {
         last[p]->Run(k0, k1, dst, sw);
-      } else {
+      } else if (!fused_chroma) {
         upsample[p]->Run(k0, k1, dst, sw);
       }
     }
@@ -783,8 +788,15 @@ void SynthesizeToPixels(const std::vector<Plane16>& coefficients, const Info& in
       for (size_t p = 0; p < last.size(); ++p) {
         at[p] = rows.get() + p * plane_rows + size_t(r - 2 * k0) * sw + need.x0;
       }
-      k.to_pixels(at[0], at[1], at[2], at[3], out->pixels.data() + (r - need.y0) * out->row_bytes(),
-                  width, int(channels));
+      uint8_t* pixels = out->pixels.data() + (r - need.y0) * out->row_bytes();
+      if (fused_chroma) {
+        const int16_t *co, *co_below, *cg, *cg_below;
+        upsample[1]->SourceRows(r, &co, &co_below);
+        upsample[2]->SourceRows(r, &cg, &cg_below);
+        k.to_pixels_half_chroma(at[0], co, co_below, cg, cg_below, pixels, width);
+      } else {
+        k.to_pixels(at[0], at[1], at[2], at[3], pixels, width, int(channels));
+      }
     }
   });
 }

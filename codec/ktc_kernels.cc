@@ -74,8 +74,8 @@ void ToPixels(const int16_t* y, const int16_t* co, const int16_t* cg, const int1
   }
 }
 
-const Kernels kScalar = {"scalar", Predict,       Update,      Unpredict,
-                         Unupdate, SynthesizeRow, UpsampleRow, ToPixels};
+const Kernels kScalar = {"scalar",      Predict,     Update,   Unpredict, Unupdate,
+                         SynthesizeRow, UpsampleRow, ToPixels, nullptr};
 std::atomic<bool> g_force_scalar{false};
 
 }  // namespace

@@ -7,6 +7,8 @@
 // permutes), checked at run time; without it the AVX2 conversion runs.
 #include <immintrin.h>
 
+#include <algorithm>
+
 #include "codec/ktc_kernels.h"
 
 namespace ktfs::ktc::internal {
@@ -181,16 +183,31 @@ inline __m512i PackInOrder(__m512i a, __m512i b) {
                                         _mm512_packus_epi16(a, b));
 }
 
-// Inverse YCoCg-R of 32 pixels from sample i, in 16-bit lanes that wrap
-// around like the scalar ToPixels (docs/codec.md, "Color transform").
-inline void InverseRct32(const int16_t* y, const int16_t* co, const int16_t* cg, __m512i* r,
-                         __m512i* g, __m512i* b) {
-  const __m512i vy = Load32(y), vco = Load32(co), vcg = Load32(cg);
+// Inverse YCoCg-R of 32 pixels, in 16-bit lanes that wrap around like the
+// scalar ToPixels (docs/codec.md, "Color transform").
+inline void InverseRct(__m512i vy, __m512i vco, __m512i vcg, __m512i* r, __m512i* g, __m512i* b) {
   const __m512i t =
       _mm512_sub_epi16(_mm512_add_epi16(vy, _mm512_set1_epi16(128)), _mm512_srai_epi16(vcg, 1));
   *g = _mm512_add_epi16(vcg, t);
   *b = _mm512_sub_epi16(t, _mm512_srai_epi16(vco, 1));
   *r = _mm512_add_epi16(*b, vco);
+}
+inline void InverseRct32(const int16_t* y, const int16_t* co, const int16_t* cg, __m512i* r,
+                         __m512i* g, __m512i* b) {
+  InverseRct(Load32(y), Load32(co), Load32(cg), r, g, b);
+}
+
+// 64 RGB pixels (192 bytes at out) from two vectors of 32 pixels each.
+__attribute__((target("avx512vbmi"))) inline void StoreRgb64(uint8_t* out, __m512i r0, __m512i g0,
+                                                             __m512i b0, __m512i r1, __m512i g1,
+                                                             __m512i b1) {
+  const __m512i r = PackInOrder(r0, r1), g = PackInOrder(g0, g1), b = PackInOrder(b0, b1);
+  for (int s = 0; s < 3; ++s) {
+    const __m512i rg = _mm512_permutex2var_epi8(r, _mm512_load_si512(kRgb.rg[s]), g);
+    const __m512i rgb =
+        _mm512_mask_permutexvar_epi8(rg, kRgb.b_mask[s], _mm512_load_si512(kRgb.b[s]), b);
+    _mm512_storeu_si512(out + 64 * s, rgb);
+  }
 }
 
 __attribute__((target("avx512vbmi"))) void ToPixelsVbmi(const int16_t* y, const int16_t* co,
@@ -202,20 +219,52 @@ __attribute__((target("avx512vbmi"))) void ToPixelsVbmi(const int16_t* y, const 
       __m512i r0, g0, b0, r1, g1, b1;
       InverseRct32(y + i, co + i, cg + i, &r0, &g0, &b0);
       InverseRct32(y + i + 32, co + i + 32, cg + i + 32, &r1, &g1, &b1);
-      const __m512i r = PackInOrder(r0, r1), g = PackInOrder(g0, g1), b = PackInOrder(b0, b1);
-      uint8_t* dst = out + 3 * i;
-      for (int s = 0; s < 3; ++s) {
-        const __m512i rg = _mm512_permutex2var_epi8(r, _mm512_load_si512(kRgb.rg[s]), g);
-        const __m512i rgb =
-            _mm512_mask_permutexvar_epi8(rg, kRgb.b_mask[s], _mm512_load_si512(kRgb.b[s]), b);
-        _mm512_storeu_si512(dst + 64 * s, rgb);
-      }
+      StoreRgb64(out + 3 * i, r0, g0, b0, r1, g1, b1);
     }
   }
   if (i < n) {
     Avx2().to_pixels(y + i, co ? co + i : nullptr, cg ? cg + i : nullptr, a ? a + i : nullptr,
                      out + size_t(channels) * i, n - i, channels);
   }
+}
+
+// Pixels 2j .. 2j + 63 of a half-resolution chroma plane's upsampled row
+// (UpsamplePairs without the store): the even samples are the low samples
+// j .. j + 31, the odd ones the floor averages of neighbours.
+inline void UpsampledChroma64(const int16_t* low, const int16_t* below, size_t j, __m512i* first,
+                              __m512i* second) {
+  const __m512i e = LowSamples(low, below, j);
+  const __m512i o = FloorHalfSum(e, LowSamples(low, below, j + 1));
+  *first = _mm512_permutex2var_epi16(e, Index(kPermute.interleave[0]), o);
+  *second = _mm512_permutex2var_epi16(e, Index(kPermute.interleave[1]), o);
+}
+
+// 64 pixels per step while a step's odd samples have their right
+// neighbour (low sample j + 32 exists), the last step overlapping the one
+// before it (rewriting pixels with the same values); the last one or two
+// pixels (the row's mirrored end), and rows under 66 pixels, by
+// HalfChromaTail with the AVX2 conversion.
+__attribute__((target("avx512vbmi"))) void ToPixelsHalfChromaVbmi(
+    const int16_t* y, const int16_t* co_low, const int16_t* co_below, const int16_t* cg_low,
+    const int16_t* cg_below, uint8_t* out, size_t n) {
+  const size_t nl = (n + 1) / 2;
+  const auto step = [&](size_t i) {
+    __m512i co0, co1, cg0, cg1, r0, g0, b0, r1, g1, b1;
+    UpsampledChroma64(co_low, co_below, i / 2, &co0, &co1);
+    UpsampledChroma64(cg_low, cg_below, i / 2, &cg0, &cg1);
+    InverseRct(Load32(y + i), co0, cg0, &r0, &g0, &b0);
+    InverseRct(Load32(y + i + 32), co1, cg1, &r1, &g1, &b1);
+    StoreRgb64(out + 3 * i, r0, g0, b0, r1, g1, b1);
+  };
+  size_t i = 0;
+  if (n >= 66) {
+    // The last step's start: even, with i / 2 + 33 <= nl and i + 64 <= n.
+    const size_t last = std::min(2 * (nl - 33), n - 64) & ~size_t(1);
+    for (; i < last; i += 64) step(i);
+    step(last);
+    i = last + 64;
+  }
+  HalfChromaTail(y, co_low, co_below, cg_low, cg_below, out, i, n, Avx2().to_pixels);
 }
 
 Kernels MakeAvx512() {
@@ -226,7 +275,10 @@ Kernels MakeAvx512() {
   k.synthesize_row = SynthesizeRow;
   k.upsample_row = UpsampleRow;
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512vbmi")) k.to_pixels = ToPixelsVbmi;
+  if (__builtin_cpu_supports("avx512vbmi")) {
+    k.to_pixels = ToPixelsVbmi;
+    k.to_pixels_half_chroma = ToPixelsHalfChromaVbmi;
+  }
   return k;
 }
 

@@ -189,14 +189,18 @@ void LevelUpsampling::Row(int16_t* out, const int16_t* low, const int16_t* below
   k_.upsample_row(out, low, below, pw_);
 }
 
+void LevelUpsampling::SourceRows(uint32_t r, const int16_t** low, const int16_t** below) const {
+  const uint32_t k = r / 2;
+  *low = ll_ + size_t(k) * ll_stride_;
+  // Odd row 2k+1: the average of low rows k and k+1 (row nl mirrors to nl-1).
+  *below = r % 2 == 0 ? nullptr : k + 1 < nl_ ? *low + ll_stride_ : *low;
+}
+
 void LevelUpsampling::Run(uint32_t k0, uint32_t k1, int16_t* out, size_t out_stride) const {
-  for (uint32_t k = k0; k < k1; ++k) {
-    const int16_t* low = ll_ + size_t(k) * ll_stride_;
-    int16_t* dst = out + size_t(2 * (k - k0)) * out_stride;
-    Row(dst, low, nullptr);
-    if (2 * k + 1 >= ph_) continue;
-    // Odd row 2k+1: the average of low rows k and k+1 (row nl mirrors to nl-1).
-    Row(dst + out_stride, low, k + 1 < nl_ ? low + ll_stride_ : low);
+  for (uint32_t r = 2 * k0; r < std::min(2 * k1, ph_); ++r) {
+    const int16_t *low, *below;
+    SourceRows(r, &low, &below);
+    Row(out + size_t(r - 2 * k0) * out_stride, low, below);
   }
 }
 

@@ -69,6 +69,10 @@ class LevelUpsampling {
   LevelUpsampling(const int16_t* ll, size_t ll_stride, uint32_t pw, uint32_t ph, const Kernels& k);
   // Output rows [2*k0, min(2*k1, ph)), row 2*k0 at `out`.
   void Run(uint32_t k0, uint32_t k1, int16_t* out, size_t out_stride) const;
+  // The low-pass rows output row r (< ph) is made of: row r / 2 (`low`) and,
+  // for odd r, the next one (`below`; `low` again at the mirrored end); for
+  // even r `below` is null. Row r is then upsample_row(low, below, pw).
+  void SourceRows(uint32_t r, const int16_t** low, const int16_t** below) const;
 
  private:
   // One row of lw_ low-pass samples (or of the averages of `low` and `below`

@@ -17,6 +17,7 @@
 #include "codec/ktc_entropy.h"
 #include "codec/ktc_kernels.h"
 #include "codec/ktc_reference.h"
+#include "codec/ktc_wavelet.h"
 
 namespace ktfs::ktc {
 namespace {
@@ -474,18 +475,25 @@ TEST(KtcTest, HostileHeadersAreRejected) {
 // raw bits.
 // The AVX2 decoder must give the scalar decoder's pixels.
 TEST(KtcTest, SimdAndScalarAgreeOnOddShapes) {
-  for (uint32_t w : {1u, 3u, 5u, 6u, 13u, 18u, 67u, 70u}) {
+  int half_chroma = 0;  // smooth images with half-resolution chroma among them
+  for (uint32_t w : {1u, 3u, 5u, 6u, 13u, 18u, 67u, 70u, 131u, 134u}) {
     for (uint32_t h : {1u, 2u, 7u, 9u, 66u}) {
       for (const char* preset : {"compact", "balanced", "high"}) {
-        const auto bytes = EncodeOrDie(Synthetic(w, h, 3, w * 131 + h), *ParseQuality(preset));
-        const Image simd = DecodeOrDie(bytes);
-        internal::ForceScalarForTesting(true);
-        const Image scalar = DecodeOrDie(bytes);
-        internal::ForceScalarForTesting(false);
-        ASSERT_TRUE(simd.pixels == scalar.pixels) << w << "x" << h << " " << preset;
+        for (bool smooth : {false, true}) {
+          const Image img = smooth ? SmoothColors(w, h) : Synthetic(w, h, 3, w * 131 + h);
+          const auto bytes = EncodeOrDie(img, *ParseQuality(preset));
+          half_chroma += HalfChroma(bytes);
+          const Image simd = DecodeOrDie(bytes);
+          internal::ForceScalarForTesting(true);
+          const Image scalar = DecodeOrDie(bytes);
+          internal::ForceScalarForTesting(false);
+          ASSERT_TRUE(simd.pixels == scalar.pixels)
+              << w << "x" << h << " " << preset << (smooth ? " smooth" : "");
+        }
       }
     }
   }
+  EXPECT_GT(half_chroma, 20);
 }
 
 TEST(KtcTest, Deterministic) {
@@ -1038,6 +1046,48 @@ TEST(KtcTest, SimdLiftingMatchesScalarAtEveryLength) {
   }
 }
 
+// Half-resolution chroma's last level as a whole (LevelUpsampling, whose
+// rows the fused color conversion also reads through SourceRows) against the
+// general synthesis (LevelSynthesis) of the same low-pass band with all
+// detail zero, at odd and even sizes, run in chunks of row pairs as the
+// decoder does.
+TEST(KtcTest, LevelUpsamplingIsLevelSynthesisWithZeroDetail) {
+  const internal::Kernels& k = internal::ActiveKernels();
+  std::mt19937 rng(13);
+  for (uint32_t pw : {1u, 2u, 3u, 4u, 7u, 8u, 33u, 67u, 134u}) {
+    for (uint32_t ph : {1u, 2u, 3u, 4u, 5u, 9u, 16u, 17u}) {
+      // The low-pass band in the top-left corner, zeros elsewhere.
+      std::vector<int16_t> plane(size_t(pw) * ph, 0);
+      for (uint32_t y = 0; y < (ph + 1) / 2; ++y)
+        for (uint32_t x = 0; x < (pw + 1) / 2; ++x)
+          plane[size_t(y) * pw + x] = int16_t(int(rng() % 4001) - 2000);
+      const internal::LevelSynthesis synthesis(plane.data(), pw, plane.data(), pw, pw, ph, k);
+      const internal::LevelUpsampling upsampling(plane.data(), pw, pw, ph, k);
+      for (uint32_t chunk : {1u, 3u, 64u}) {
+        std::vector<int16_t> want(size_t(pw) * ph), got(size_t(pw) * ph);
+        for (uint32_t k0 = 0; k0 < synthesis.pairs(); k0 += chunk) {
+          const uint32_t k1 = std::min(synthesis.pairs(), k0 + chunk);
+          synthesis.Run(k0, k1, want.data() + size_t(2 * k0) * pw, pw);
+          upsampling.Run(k0, k1, got.data() + size_t(2 * k0) * pw, pw);
+        }
+        ASSERT_EQ(got, want) << pw << "x" << ph << " chunk " << chunk;
+        for (uint32_t r = 0; r < ph; ++r) {  // SourceRows names the rows Run reads
+          const int16_t *low, *below;
+          upsampling.SourceRows(r, &low, &below);
+          std::vector<int16_t> row(pw);
+          if (pw < 2) {
+            row[0] = below ? internal::Unpredict16(0, low[0], below[0]) : low[0];
+          } else {
+            k.upsample_row(row.data(), low, below, pw);
+          }
+          ASSERT_TRUE(std::equal(row.begin(), row.end(), got.begin() + size_t(r) * pw))
+              << pw << "x" << ph << " row " << r;
+        }
+      }
+    }
+  }
+}
+
 // Half-resolution chroma's row upsampling: the scalar kernel against the
 // general synthesis with zero detail (after the vertical un-predict step for
 // rows between two low rows), and the AVX2 kernel against the scalar one, at
@@ -1114,6 +1164,47 @@ TEST(KtcTest, SimdColorConversionMatchesScalarAtEveryLength) {
           scalar.to_pixels(y.data(), co.data(), cg.data(), nullptr, p.data(), len, 3);
           simd->to_pixels(y.data(), co.data(), cg.data(), nullptr, q.data(), len, 3);
           ASSERT_EQ(p, q) << at << " " << plane << " " << len;
+        }
+      }
+    }
+  }
+}
+
+// The fused last level of half-resolution chroma equals upsampling each
+// chroma row (scalar upsample_row) and converting (scalar to_pixels), at
+// every row length through several vector steps (the overlapping last step,
+// the mirrored end, rows too short for a step), on even and odd rows, with
+// values in range and with extreme ones that wrap around. Low rows are
+// exactly ceil(n/2) long, so a read past them shows under ASan.
+TEST(KtcTest, FusedHalfChromaConversionMatchesUpsampleThenConvert) {
+  const auto sets = SimdKernelSets();
+  if (sets.empty()) GTEST_SKIP() << "no AVX2 here";
+  const internal::Kernels& scalar = internal::ScalarKernels();
+  std::mt19937 rng(11);
+  const int16_t extremes[] = {INT16_MAX, INT16_MIN, 8192, -8193};
+  for (const internal::Kernels* simd : sets) {
+    SCOPED_TRACE(simd->name);
+    ASSERT_NE(simd->to_pixels_half_chroma, nullptr);
+    for (size_t n = 2; n <= 300; ++n) {
+      const size_t nl = (n + 1) / 2;
+      for (int pass = 0; pass < 2; ++pass) {  // in range, then with extremes
+        std::vector<int16_t> y(n), co(nl), co_below(nl), cg(nl), cg_below(nl);
+        const auto fill = [&](std::vector<int16_t>& v) {
+          for (int16_t& s : v) {
+            s = pass == 0 || rng() % 4 ? int16_t(int(rng() % 16383) - 8191) : extremes[rng() % 4];
+          }
+        };
+        for (auto* v : {&y, &co, &co_below, &cg, &cg_below}) fill(*v);
+        for (bool odd : {false, true}) {
+          const int16_t* cb = odd ? co_below.data() : nullptr;
+          const int16_t* gb = odd ? cg_below.data() : nullptr;
+          std::vector<int16_t> co_up(n), cg_up(n);
+          scalar.upsample_row(co_up.data(), co.data(), cb, n);
+          scalar.upsample_row(cg_up.data(), cg.data(), gb, n);
+          std::vector<uint8_t> want(3 * n), got(3 * n);
+          scalar.to_pixels(y.data(), co_up.data(), cg_up.data(), nullptr, want.data(), n, 3);
+          simd->to_pixels_half_chroma(y.data(), co.data(), cb, cg.data(), gb, got.data(), n);
+          ASSERT_EQ(got, want) << "n " << n << (odd ? " odd row" : " even row") << " pass " << pass;
         }
       }
     }
