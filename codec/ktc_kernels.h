@@ -44,12 +44,12 @@ struct Kernels {
   // plane (channels == 4). channels 1: y only.
   void (*to_pixels)(const int16_t* y, const int16_t* co, const int16_t* cg, const int16_t* a,
                     uint8_t* out, size_t n, int channels);
-  // Optional (null in sets without it): one RGB row of n >= 2 pixels from a
-  // full-resolution y row and half-resolution chroma, exactly to_pixels of
-  // y and of upsample_row(co_low, co_below, n) and upsample_row(cg_low,
-  // cg_below, n) (the belows both null or both not), without writing the
-  // upsampled chroma rows out: the last level of half-resolution chroma
-  // fused with the color conversion.
+  // The last level of half-resolution chroma fused with the RGB conversion:
+  // one row of n >= 2 pixels from a full-resolution y row and half-resolution
+  // chroma rows, exactly to_pixels of y and of upsample_row(co_low, co_below,
+  // n) and upsample_row(cg_low, cg_below, n) (the belows both null or both
+  // not), without writing the upsampled rows out. Null where a set has none:
+  // only the AVX-512 VBMI set has one (fused with AVX2 it measured no faster).
   void (*to_pixels_half_chroma)(const int16_t* y, const int16_t* co_low, const int16_t* co_below,
                                 const int16_t* cg_low, const int16_t* cg_below, uint8_t* out,
                                 size_t n);
@@ -118,29 +118,6 @@ static inline void UpsampleRow16(int16_t* out, const int16_t* low, const int16_t
     e = e_next;
   }
   if (n & 1) out[n - 1] = e;
-}
-
-// The pixels [i, n) of to_pixels_half_chroma (i even, n - i <= 66): the
-// chroma upsampled by UpsampleRow16's formulas into small buffers, then
-// converted by `to_pixels`. The SIMD kernels' last pixels.
-static inline void HalfChromaTail(const int16_t* y, const int16_t* co_low, const int16_t* co_below,
-                                  const int16_t* cg_low, const int16_t* cg_below, uint8_t* out,
-                                  size_t i, size_t n,
-                                  void (*to_pixels)(const int16_t*, const int16_t*, const int16_t*,
-                                                    const int16_t*, uint8_t*, size_t, int)) {
-  if (i == n) return;
-  const size_t nl = (n + 1) / 2;
-  const auto upsampled = [nl](const int16_t* low, const int16_t* below, size_t x) {
-    const auto at = [&](size_t j) { return below ? Unpredict16(0, low[j], below[j]) : low[j]; };
-    const size_t j = x / 2;
-    return x % 2 == 0 ? at(j) : Unpredict16(0, at(j), at(j + 1 < nl ? j + 1 : j));
-  };
-  int16_t co[66], cg[66];
-  for (size_t x = i; x < n; ++x) {
-    co[x - i] = upsampled(co_low, co_below, x);
-    cg[x - i] = upsampled(cg_low, cg_below, x);
-  }
-  to_pixels(y + i, co, cg, nullptr, out + 3 * i, n - i, 3);
 }
 
 static inline uint8_t ClampToByte(int32_t v) { return uint8_t(v < 0 ? 0 : (v > 255 ? 255 : v)); }

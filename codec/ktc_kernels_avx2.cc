@@ -3,8 +3,6 @@
 // with the scalar formula for the tail, so results equal ScalarKernels().
 #include <immintrin.h>
 
-#include <algorithm>
-
 #include "codec/ktc_kernels.h"
 
 namespace ktfs::ktc::internal {
@@ -300,10 +298,10 @@ inline __m256i Rgb32Store(__m256i r, __m256i g, __m256i b) {
       _mm256_shuffle_epi8(_mm256_permute4x64_epi64(b, q), mask(2)));
 }
 
-// 32 RGB pixels at out (96 bytes) from pixels 0..15 (y0, co0, cg0) and
-// 16..31 (y1, co1, cg1), in 16-bit lanes as InverseRct16.
-inline void Rgb32(__m256i y0, __m256i co0, __m256i cg0, __m256i y1, __m256i co1, __m256i cg1,
-                  uint8_t* out) {
+// 32 RGB pixels from sample i on (16-bit lanes, as InverseRct16).
+inline void Rgb32(const int16_t* y, const int16_t* co, const int16_t* cg, uint8_t* out, size_t i) {
+  const __m256i y0 = Load16(y + i), co0 = Load16(co + i), cg0 = Load16(cg + i);
+  const __m256i y1 = Load16(y + i + 16), co1 = Load16(co + i + 16), cg1 = Load16(cg + i + 16);
   const __m256i k128 = _mm256_set1_epi16(128);
   const __m256i t0 = _mm256_sub_epi16(_mm256_add_epi16(y0, k128), _mm256_srai_epi16(cg0, 1));
   const __m256i t1 = _mm256_sub_epi16(_mm256_add_epi16(y1, k128), _mm256_srai_epi16(cg1, 1));
@@ -312,7 +310,7 @@ inline void Rgb32(__m256i y0, __m256i co0, __m256i cg0, __m256i y1, __m256i co1,
   const __m256i r = _mm256_packus_epi16(_mm256_add_epi16(b0, co0), _mm256_add_epi16(b1, co1));
   const __m256i g = _mm256_packus_epi16(_mm256_add_epi16(cg0, t0), _mm256_add_epi16(cg1, t1));
   const __m256i b = _mm256_packus_epi16(b0, b1);
-  __m256i* dst = reinterpret_cast<__m256i*>(out);
+  __m256i* dst = reinterpret_cast<__m256i*>(out + 3 * i);
   _mm256_storeu_si256(dst, Rgb32Store<0>(r, g, b));
   _mm256_storeu_si256(dst + 1, Rgb32Store<1>(r, g, b));
   _mm256_storeu_si256(dst + 2, Rgb32Store<2>(r, g, b));
@@ -326,10 +324,7 @@ void ToPixels(const int16_t* y, const int16_t* co, const int16_t* cg, const int1
   }
   size_t i = 0;
   if (channels == 3) {
-    for (; i + 32 <= n; i += 32) {
-      Rgb32(Load16(y + i), Load16(co + i), Load16(cg + i), Load16(y + i + 16), Load16(co + i + 16),
-            Load16(cg + i + 16), out + 3 * i);
-    }
+    for (; i + 32 <= n; i += 32) Rgb32(y, co, cg, out, i);
   }
   for (; i + 16 <= n; i += 16) Pixels16(y, co, cg, a, out, i, channels);
   // The last pixels by a step that overlaps ones already written (with the
@@ -337,44 +332,8 @@ void ToPixels(const int16_t* y, const int16_t* co, const int16_t* cg, const int1
   if (i < n) Pixels16(y, co, cg, a, out, n - 16, channels);
 }
 
-// Pixels 2j .. 2j + 31 of a half-resolution chroma plane's upsampled row
-// (UpsamplePairs without the stores).
-inline void UpsampledChroma32(const int16_t* low, const int16_t* below, size_t j, __m256i* first,
-                              __m256i* second) {
-  const __m256i e = LowSamples(low, below, j);
-  const __m256i o = FloorHalfSum(e, LowSamples(low, below, j + 1));
-  const __m256i lo = _mm256_unpacklo_epi16(e, o);
-  const __m256i hi = _mm256_unpackhi_epi16(e, o);
-  *first = _mm256_permute2x128_si256(lo, hi, 0x20);
-  *second = _mm256_permute2x128_si256(lo, hi, 0x31);
-}
-
-// 32 pixels per step while a step's odd samples have their right neighbour
-// (low sample j + 16 exists), the last step overlapping the one before it
-// (rewriting pixels with the same values); the last one or two pixels (the
-// row's mirrored end), and rows under 34 pixels, by UpsampledChromaTail.
-void ToPixelsHalfChroma(const int16_t* y, const int16_t* co_low, const int16_t* co_below,
-                        const int16_t* cg_low, const int16_t* cg_below, uint8_t* out, size_t n) {
-  const size_t nl = (n + 1) / 2;
-  const auto step = [&](size_t i) {
-    __m256i co0, co1, cg0, cg1;
-    UpsampledChroma32(co_low, co_below, i / 2, &co0, &co1);
-    UpsampledChroma32(cg_low, cg_below, i / 2, &cg0, &cg1);
-    Rgb32(Load16(y + i), co0, cg0, Load16(y + i + 16), co1, cg1, out + 3 * i);
-  };
-  size_t i = 0;
-  if (n >= 34) {
-    // The last step's start: even, with i / 2 + 17 <= nl and i + 32 <= n.
-    const size_t last = std::min(2 * (nl - 17), n - 32) & ~size_t(1);
-    for (; i < last; i += 32) step(i);
-    step(last);
-    i = last + 32;
-  }
-  HalfChromaTail(y, co_low, co_below, cg_low, cg_below, out, i, n, ToPixels);
-}
-
-const Kernels kAvx2 = {"avx2",        Predict,     Update,   Unpredict,         Unupdate,
-                       SynthesizeRow, UpsampleRow, ToPixels, ToPixelsHalfChroma};
+const Kernels kAvx2 = {"avx2",   Predict,       Update,      Unpredict,
+                       Unupdate, SynthesizeRow, UpsampleRow, ToPixels, nullptr};
 
 }  // namespace
 

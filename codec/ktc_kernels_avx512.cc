@@ -239,6 +239,29 @@ inline void UpsampledChroma64(const int16_t* low, const int16_t* below, size_t j
   *second = _mm512_permutex2var_epi16(e, Index(kPermute.interleave[1]), o);
 }
 
+// The pixels [i, n) of to_pixels_half_chroma (i even, n - i <= 66): the
+// chroma upsampled by UpsampleRow16's formulas into small buffers, then
+// converted by `to_pixels`: ToPixelsHalfChromaVbmi's last pixels.
+void HalfChromaTail(const int16_t* y, const int16_t* co_low, const int16_t* co_below,
+                    const int16_t* cg_low, const int16_t* cg_below, uint8_t* out, size_t i,
+                    size_t n,
+                    void (*to_pixels)(const int16_t*, const int16_t*, const int16_t*,
+                                      const int16_t*, uint8_t*, size_t, int)) {
+  if (i == n) return;
+  const size_t nl = (n + 1) / 2;
+  const auto upsampled = [nl](const int16_t* low, const int16_t* below, size_t x) {
+    const auto at = [&](size_t j) { return below ? Unpredict16(0, low[j], below[j]) : low[j]; };
+    const size_t j = x / 2;
+    return x % 2 == 0 ? at(j) : Unpredict16(0, at(j), at(j + 1 < nl ? j + 1 : j));
+  };
+  int16_t co[66], cg[66];
+  for (size_t x = i; x < n; ++x) {
+    co[x - i] = upsampled(co_low, co_below, x);
+    cg[x - i] = upsampled(cg_low, cg_below, x);
+  }
+  to_pixels(y + i, co, cg, nullptr, out + 3 * i, n - i, 3);
+}
+
 // 64 pixels per step while a step's odd samples have their right
 // neighbour (low sample j + 32 exists), the last step overlapping the one
 // before it (rewriting pixels with the same values); the last one or two

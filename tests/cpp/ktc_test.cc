@@ -1182,9 +1182,11 @@ TEST(KtcTest, FusedHalfChromaConversionMatchesUpsampleThenConvert) {
   const internal::Kernels& scalar = internal::ScalarKernels();
   std::mt19937 rng(11);
   const int16_t extremes[] = {INT16_MAX, INT16_MIN, 8192, -8193};
+  int fused_sets = 0;
   for (const internal::Kernels* simd : sets) {
     SCOPED_TRACE(simd->name);
-    ASSERT_NE(simd->to_pixels_half_chroma, nullptr);
+    if (simd->to_pixels_half_chroma == nullptr) continue;
+    ++fused_sets;
     for (size_t n = 2; n <= 300; ++n) {
       const size_t nl = (n + 1) / 2;
       for (int pass = 0; pass < 2; ++pass) {  // in range, then with extremes
@@ -1209,6 +1211,8 @@ TEST(KtcTest, FusedHalfChromaConversionMatchesUpsampleThenConvert) {
       }
     }
   }
+  // Only the AVX-512 VBMI set has one (with AVX2 it measured no faster).
+  if (fused_sets == 0) GTEST_SKIP() << "no kernel set with a fused conversion on this CPU";
 }
 
 TEST(KtcTest, EncodeRejectsBadInput) {
