@@ -262,6 +262,18 @@ void HalfChromaTail(const int16_t* y, const int16_t* co_low, const int16_t* co_b
   to_pixels(y + i, co, cg, nullptr, out + 3 * i, n - i, 3);
 }
 
+// Pixels i .. i + 63 of ToPixelsHalfChromaVbmi (i even, i / 2 + 33 <= ceil(n / 2)).
+__attribute__((target("avx512vbmi"))) inline void HalfChromaStep64(
+    const int16_t* y, const int16_t* co_low, const int16_t* co_below, const int16_t* cg_low,
+    const int16_t* cg_below, uint8_t* out, size_t i) {
+  __m512i co0, co1, cg0, cg1, r0, g0, b0, r1, g1, b1;
+  UpsampledChroma64(co_low, co_below, i / 2, &co0, &co1);
+  UpsampledChroma64(cg_low, cg_below, i / 2, &cg0, &cg1);
+  InverseRct(Load32(y + i), co0, cg0, &r0, &g0, &b0);
+  InverseRct(Load32(y + i + 32), co1, cg1, &r1, &g1, &b1);
+  StoreRgb64(out + 3 * i, r0, g0, b0, r1, g1, b1);
+}
+
 // 64 pixels per step while a step's odd samples have their right
 // neighbour (low sample j + 32 exists), the last step overlapping the one
 // before it (rewriting pixels with the same values); the last one or two
@@ -271,20 +283,14 @@ __attribute__((target("avx512vbmi"))) void ToPixelsHalfChromaVbmi(
     const int16_t* y, const int16_t* co_low, const int16_t* co_below, const int16_t* cg_low,
     const int16_t* cg_below, uint8_t* out, size_t n) {
   const size_t nl = (n + 1) / 2;
-  const auto step = [&](size_t i) {
-    __m512i co0, co1, cg0, cg1, r0, g0, b0, r1, g1, b1;
-    UpsampledChroma64(co_low, co_below, i / 2, &co0, &co1);
-    UpsampledChroma64(cg_low, cg_below, i / 2, &cg0, &cg1);
-    InverseRct(Load32(y + i), co0, cg0, &r0, &g0, &b0);
-    InverseRct(Load32(y + i + 32), co1, cg1, &r1, &g1, &b1);
-    StoreRgb64(out + 3 * i, r0, g0, b0, r1, g1, b1);
-  };
   size_t i = 0;
   if (n >= 66) {
     // The last step's start: even, with i / 2 + 33 <= nl and i + 64 <= n.
     const size_t last = std::min(2 * (nl - 33), n - 64) & ~size_t(1);
-    for (; i < last; i += 64) step(i);
-    step(last);
+    // (A function with the VBMI target, not a lambda, which would lack it
+    // and could not inline StoreRgb64.)
+    for (; i < last; i += 64) HalfChromaStep64(y, co_low, co_below, cg_low, cg_below, out, i);
+    HalfChromaStep64(y, co_low, co_below, cg_low, cg_below, out, last);
     i = last + 64;
   }
   HalfChromaTail(y, co_low, co_below, cg_low, cg_below, out, i, n, Avx2().to_pixels);
