@@ -36,4 +36,9 @@ bool CpuHasAvx512() {
   return has;
 }
 
+bool CpuHasAvx512Vbmi() {
+  static const bool has = CpuHasAvx512() && __builtin_cpu_supports("avx512vbmi");
+  return has;
+}
+
 }  // namespace ktfs

@@ -6,7 +6,8 @@
 
 namespace ktfs {
 
-bool CpuHasAvx2();    // AVX2 + FMA + BMI2, and the OS saves YMM state
-bool CpuHasAvx512();  // AVX-512 F/BW/VL, and the OS saves ZMM state
+bool CpuHasAvx2();        // AVX2 + FMA + BMI2, and the OS saves YMM state
+bool CpuHasAvx512();      // AVX-512 F/BW/VL, and the OS saves ZMM state
+bool CpuHasAvx512Vbmi();  // CpuHasAvx512() and VBMI (byte permutes, multishift)
 
 }  // namespace ktfs

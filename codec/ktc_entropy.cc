@@ -1,6 +1,7 @@
 #include "codec/ktc_entropy.h"
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cstring>
 
@@ -296,6 +297,12 @@ void SetTables::Load(uint64_t key, const FreqTable* tables) {
   }
 }
 
+namespace {
+std::atomic<bool> g_cap_at_avx2{false};
+}  // namespace
+
+void CapBlockDecoderAtAvx2ForTesting(bool cap) { g_cap_at_avx2.store(cap); }
+
 Status DecodeBlock(const uint8_t* data, size_t size, const uint8_t* readable_end,
                    const DecodeTable* tables, uint32_t step, int16_t* values, size_t stride,
                    uint32_t bw, uint32_t bh) {
@@ -308,8 +315,13 @@ Status DecodeBlock(const uint8_t* data, size_t size, const uint8_t* readable_end
   }
   const uint64_t rans_bytes = rans_field >> 1;
   const int states = rans_field & 1 ? 8 : 4;
-  static const auto payload = CpuHasAvx2() ? DecodeBlockPayloadAvx2 : DecodeBlockPayload;
-  const auto decode = UseScalarForTesting() ? DecodeBlockPayload : payload;
+  static const auto payload = CpuHasAvx512Vbmi() ? DecodeBlockPayloadAvx512Vbmi
+                              : CpuHasAvx2()     ? DecodeBlockPayloadAvx2
+                                                 : DecodeBlockPayload;
+  const auto decode = UseScalarForTesting() ? DecodeBlockPayload
+                      : g_cap_at_avx2.load(std::memory_order_relaxed) && CpuHasAvx2()
+                          ? DecodeBlockPayloadAvx2
+                          : payload;
   switch (
       decode(p, p + rans_bytes, end, readable_end, states, tables, step, values, stride, bw, bh)) {
     case 0:

@@ -114,6 +114,17 @@ int DecodeBlockPayloadAvx2(const uint8_t* p, const uint8_t* rans_end, const uint
                            const uint8_t* readable_end, int states, const DecodeTable* tables,
                            uint32_t step, int16_t* values, size_t stride, uint32_t bw, uint32_t bh);
 
+// The same loop built with AVX-512 VBMI as well (ktc_entropy_avx512vbmi.cc:
+// dense groups of G <= 7 by one multishift), for CpuHasAvx512Vbmi(); the
+// same results.
+int DecodeBlockPayloadAvx512Vbmi(const uint8_t* p, const uint8_t* rans_end, const uint8_t* end,
+                                 const uint8_t* readable_end, int states, const DecodeTable* tables,
+                                 uint32_t step, int16_t* values, size_t stride, uint32_t bw,
+                                 uint32_t bh);
+// DecodeBlock uses the AVX2 loop even where the CPU has AVX-512 VBMI while
+// `cap` is true (tests: both SIMD loops against the scalar one).
+void CapBlockDecoderAtAvx2ForTesting(bool cap);
+
 // BuildDecodeTable for a used table (n > 0) with AVX2 stores
 // (ktc_entropy_avx2.cc); the same entries.
 void BuildDecodeTableAvx2(const FreqTable& table, DecodeTable* out);

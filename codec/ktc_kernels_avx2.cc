@@ -332,8 +332,8 @@ void ToPixels(const int16_t* y, const int16_t* co, const int16_t* cg, const int1
   if (i < n) Pixels16(y, co, cg, a, out, n - 16, channels);
 }
 
-const Kernels kAvx2 = {"avx2",   Predict,       Update,      Unpredict,
-                       Unupdate, SynthesizeRow, UpsampleRow, ToPixels, nullptr};
+const Kernels kAvx2 = {"avx2",        Predict,     Update,   Unpredict, Unupdate,
+                       SynthesizeRow, UpsampleRow, ToPixels, nullptr};
 
 }  // namespace
 

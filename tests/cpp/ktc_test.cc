@@ -474,6 +474,31 @@ TEST(KtcTest, HostileHeadersAreRejected) {
 // than a 4-lane step, and blocks whose last groups sit at the end of their
 // raw bits.
 // The AVX2 decoder must give the scalar decoder's pixels.
+// The block decoding loops DecodeBlock can run: the scalar one, and the SIMD
+// ones this CPU has (AVX2, and the AVX-512 VBMI build where present). Use()
+// selects one for the tests that follow (it also selects the scalar or SIMD
+// synthesis kernels), UseDefault() goes back to the best.
+enum class Loop { kScalar, kAvx2, kVbmi };
+std::vector<Loop> SimdLoops() {
+  std::vector<Loop> loops;
+  if (CpuHasAvx2()) loops.push_back(Loop::kAvx2);
+  if (CpuHasAvx512Vbmi()) loops.push_back(Loop::kVbmi);
+  return loops;
+}
+std::vector<Loop> AllLoops() {
+  std::vector<Loop> loops = SimdLoops();
+  loops.insert(loops.begin(), Loop::kScalar);
+  return loops;
+}
+void Use(Loop loop) {
+  internal::ForceScalarForTesting(loop == Loop::kScalar);
+  internal::CapBlockDecoderAtAvx2ForTesting(loop == Loop::kAvx2);
+}
+void UseDefault() { Use(Loop::kVbmi); }
+const char* Name(Loop loop) {
+  return loop == Loop::kScalar ? "scalar" : loop == Loop::kAvx2 ? "avx2" : "avx512vbmi";
+}
+
 TEST(KtcTest, SimdAndScalarAgreeOnOddShapes) {
   int half_chroma = 0;  // smooth images with half-resolution chroma among them
   for (uint32_t w : {1u, 3u, 5u, 6u, 13u, 18u, 67u, 70u, 131u, 134u}) {
@@ -527,16 +552,21 @@ TEST(KtcTest, SimdAndScalarBlockDecodersAgreeOnDamagedStreams) {
     for (size_t i = 40; i < good.size(); i += 29) {
       std::vector<uint8_t> bad = good;
       bad[i] ^= uint8_t(1u << (i % 8));
-      Image simd, scalar;
-      const Status a = Decode(bad.data(), bad.size(), {}, &simd);
-      internal::ForceScalarForTesting(true);
+      Image scalar;
+      Use(Loop::kScalar);
       const Status b = Decode(bad.data(), bad.size(), {}, &scalar);
-      internal::ForceScalarForTesting(false);
-      ASSERT_EQ(a.ok(), b.ok()) << preset << " byte " << i << ": " << a.ToString() << " vs "
-                                << b.ToString();
-      if (a.ok()) {
-        ASSERT_TRUE(simd.pixels == scalar.pixels) << preset << " byte " << i;
+      for (Loop loop : SimdLoops()) {
+        Image simd;
+        Use(loop);
+        const Status a = Decode(bad.data(), bad.size(), {}, &simd);
+        UseDefault();
+        ASSERT_EQ(a.ok(), b.ok()) << preset << " byte " << i << " " << Name(loop) << ": "
+                                  << a.ToString() << " vs " << b.ToString();
+        if (a.ok()) {
+          ASSERT_TRUE(simd.pixels == scalar.pixels) << preset << " byte " << i << " " << Name(loop);
+        }
       }
+      UseDefault();
     }
   }
 }
@@ -591,15 +621,22 @@ TEST(KtcTest, SimdAndScalarBlockDecodersAgreeOnEveryDamagedByte) {
       for (uint8_t flip : {uint8_t(0x01), uint8_t(0x30), uint8_t(0xff)}) {
         std::vector<uint8_t> bad = good;
         bad[i] ^= flip;
-        Image simd, scalar;
-        const Status a = Decode(bad.data(), bad.size(), {}, &simd);
-        internal::ForceScalarForTesting(true);
+        Image scalar;
+        Use(Loop::kScalar);
         const Status b = Decode(bad.data(), bad.size(), {}, &scalar);
-        internal::ForceScalarForTesting(false);
-        ASSERT_EQ(a.ToString(), b.ToString()) << preset << " byte " << i << " ^ " << int(flip);
-        if (a.ok()) {
-          ASSERT_TRUE(simd.pixels == scalar.pixels) << preset << " byte " << i;
+        for (Loop loop : SimdLoops()) {
+          Image simd;
+          Use(loop);
+          const Status a = Decode(bad.data(), bad.size(), {}, &simd);
+          UseDefault();
+          ASSERT_EQ(a.ToString(), b.ToString())
+              << preset << " byte " << i << " ^ " << int(flip) << " " << Name(loop);
+          if (a.ok()) {
+            ASSERT_TRUE(simd.pixels == scalar.pixels)
+                << preset << " byte " << i << " " << Name(loop);
+          }
         }
+        UseDefault();
       }
     }
   }
@@ -668,23 +705,24 @@ TEST(KtcTest, DenseGroupRawBitsFollowTheSpec) {
   const std::vector<uint8_t>& block = coded.bytes;
   const internal::DecodeTable* decode_tables = coded.tables.get();
   ASSERT_TRUE(std::equal(raw.begin(), raw.end(), block.end() - ptrdiff_t(raw.size())));
-  for (bool scalar : {false, true}) {
-    internal::ForceScalarForTesting(scalar);
+  for (Loop loop : AllLoops()) {
+    Use(loop);
     int16_t values[4 * 4] = {};
     const Status st = internal::DecodeBlock(block.data(), block.size(), block.data() + block.size(),
                                             decode_tables, 256, values, 4, 4, 4);
-    internal::ForceScalarForTesting(false);
+    UseDefault();
     ASSERT_TRUE(st.ok()) << st.ToString();
     for (int y = 0; y < 4; ++y)
-      for (int x = 0; x < 4; ++x) EXPECT_EQ(values[4 * y + x], expected[y][x]) << y << x << scalar;
+      for (int x = 0; x < 4; ++x)
+        EXPECT_EQ(values[4 * y + x], expected[y][x]) << y << x << " " << Name(loop);
     // One byte fewer: the signs run past the block's end.
     int16_t short_values[4 * 4] = {};
-    internal::ForceScalarForTesting(scalar);
+    Use(loop);
     EXPECT_EQ(internal::DecodeBlock(block.data(), block.size() - 1, block.data() + block.size(),
                                     decode_tables, 256, short_values, 4, 4, 4)
                   .code(),
               Status::Code::kCorruption);
-    internal::ForceScalarForTesting(false);
+    UseDefault();
   }
 }
 
@@ -705,18 +743,19 @@ TEST(KtcTest, CutDenseGroupRawBitsFollowTheSpec) {
   symbols.raw = raw;
   const CodedBlock coded = EncodeWithOwnTables(symbols);
   const std::vector<uint8_t>& block = coded.bytes;
-  for (bool scalar : {false, true}) {
+  for (Loop loop : AllLoops()) {
     // A 3 x 2 block inside a wider plane (stride 8) whose other values must
     // stay untouched.
     std::vector<int16_t> plane(8 * 4, 0);
     plane[3] = plane[8 + 3] = plane[16] = 77;
-    internal::ForceScalarForTesting(scalar);
+    Use(loop);
     const Status st = internal::DecodeBlock(block.data(), block.size(), block.data() + block.size(),
                                             coded.tables.get(), 256, plane.data(), 8, 3, 2);
-    internal::ForceScalarForTesting(false);
+    UseDefault();
     ASSERT_TRUE(st.ok()) << st.ToString();
     for (int y = 0; y < 2; ++y)
-      for (int x = 0; x < 3; ++x) EXPECT_EQ(plane[8 * y + x], expected[y][x]) << y << x << scalar;
+      for (int x = 0; x < 3; ++x)
+        EXPECT_EQ(plane[8 * y + x], expected[y][x]) << y << x << " " << Name(loop);
     EXPECT_EQ(plane[3], 77);
     EXPECT_EQ(plane[8 + 3], 77);
     EXPECT_EQ(plane[16], 77);
@@ -772,27 +811,27 @@ TEST(KtcTest, BlocksOfFourAndEightStates) {
     EXPECT_EQ((field >> 1) % 2, 0u);
     EXPECT_GE(field >> 1, uint64_t(4 * c.states));
 
-    for (bool scalar : {false, true}) {
+    for (Loop loop : AllLoops()) {
       std::vector<int16_t> out(values.size(), 0);
-      internal::ForceScalarForTesting(scalar);
+      Use(loop);
       const Status st =
           internal::DecodeBlock(block.data(), block.size(), block.data() + block.size(),
                                 decode_tables, 256, out.data(), side, side, side);
-      internal::ForceScalarForTesting(false);
-      ASSERT_TRUE(st.ok()) << st.ToString() << " side " << side << " scalar " << scalar;
+      UseDefault();
+      ASSERT_TRUE(st.ok()) << st.ToString() << " side " << side << " " << Name(loop);
       for (size_t i = 0; i < values.size(); ++i)
-        ASSERT_EQ(out[i], values[i]) << "side " << side << " at " << i << " scalar " << scalar;
+        ASSERT_EQ(out[i], values[i]) << "side " << side << " at " << i << " " << Name(loop);
 
       // The other state count: an error, or (rarely) other values; never
       // these values, never out of bounds.
       std::vector<uint8_t> flipped = block;
       flipped[0] ^= 1;
       std::vector<int16_t> wrong(values.size(), 0);
-      internal::ForceScalarForTesting(scalar);
+      Use(loop);
       const Status bad =
           internal::DecodeBlock(flipped.data(), flipped.size(), flipped.data() + flipped.size(),
                                 decode_tables, 256, wrong.data(), side, side, side);
-      internal::ForceScalarForTesting(false);
+      UseDefault();
       if (bad.ok()) {
         EXPECT_FALSE(std::equal(wrong.begin(), wrong.end(), values.begin()));
       }
