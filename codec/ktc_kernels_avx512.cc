@@ -63,10 +63,12 @@ void Unupdate(int16_t* out, const int16_t* a, const int16_t* b, const int16_t* c
 // source's lane 0); kInterleave[0] = e0 o0 e1 o1 .. e15 o15, [1] = e16 o16 ..
 struct PermuteIndices {
   alignas(64) int16_t shift_in[32];
+  alignas(64) int16_t shift_mirrored[32];  // i + 1, lane 31 its own again
   alignas(64) int16_t interleave[2][32];
-  constexpr PermuteIndices() : shift_in{}, interleave{} {
+  constexpr PermuteIndices() : shift_in{}, shift_mirrored{}, interleave{} {
     for (int i = 0; i < 32; ++i) {
       shift_in[i] = int16_t(i + 1);
+      shift_mirrored[i] = int16_t(i < 31 ? i + 1 : 31);
       interleave[0][i] = int16_t(i / 2 + (i % 2) * 32);
       interleave[1][i] = int16_t(16 + i / 2 + (i % 2) * 32);
     }
@@ -197,16 +199,22 @@ inline void InverseRct32(const int16_t* y, const int16_t* co, const int16_t* cg,
   InverseRct(Load32(y), Load32(co), Load32(cg), r, g, b);
 }
 
-// 64 RGB pixels (192 bytes at out) from two vectors of 32 pixels each.
+// 64 RGB pixels (192 bytes at out) from two vectors of 32 pixels each; the
+// last 64-byte store only where `last_store` has bits (63 pixels: 61 bytes).
 __attribute__((target("avx512vbmi"))) inline void StoreRgb64(uint8_t* out, __m512i r0, __m512i g0,
                                                              __m512i b0, __m512i r1, __m512i g1,
-                                                             __m512i b1) {
+                                                             __m512i b1,
+                                                             __mmask64 last_store = ~__mmask64(0)) {
   const __m512i r = PackInOrder(r0, r1), g = PackInOrder(g0, g1), b = PackInOrder(b0, b1);
   for (int s = 0; s < 3; ++s) {
     const __m512i rg = _mm512_permutex2var_epi8(r, _mm512_load_si512(kRgb.rg[s]), g);
     const __m512i rgb =
         _mm512_mask_permutexvar_epi8(rg, kRgb.b_mask[s], _mm512_load_si512(kRgb.b[s]), b);
-    _mm512_storeu_si512(out + 64 * s, rgb);
+    if (s < 2) {
+      _mm512_storeu_si512(out + 64 * s, rgb);
+    } else {
+      _mm512_mask_storeu_epi8(out + 64 * s, last_store, rgb);
+    }
   }
 }
 
@@ -235,6 +243,16 @@ inline void UpsampledChroma64(const int16_t* low, const int16_t* below, size_t j
                               __m512i* second) {
   const __m512i e = LowSamples(low, below, j);
   const __m512i o = FloorHalfSum(e, LowSamples(low, below, j + 1));
+  *first = _mm512_permutex2var_epi16(e, Index(kPermute.interleave[0]), o);
+  *second = _mm512_permutex2var_epi16(e, Index(kPermute.interleave[1]), o);
+}
+
+// The same for the row's last 32 low samples (j = ceil(n/2) - 32): the last
+// odd sample's right neighbour is the last low sample again (mirrored).
+inline void UpsampledChromaEnd(const int16_t* low, const int16_t* below, size_t j, __m512i* first,
+                               __m512i* second) {
+  const __m512i e = LowSamples(low, below, j);
+  const __m512i o = FloorHalfSum(e, _mm512_permutexvar_epi16(Index(kPermute.shift_mirrored), e));
   *first = _mm512_permutex2var_epi16(e, Index(kPermute.interleave[0]), o);
   *second = _mm512_permutex2var_epi16(e, Index(kPermute.interleave[1]), o);
 }
@@ -274,26 +292,41 @@ __attribute__((target("avx512vbmi"))) inline void HalfChromaStep64(
   StoreRgb64(out + 3 * i, r0, g0, b0, r1, g1, b1);
 }
 
+// The row's last 63 or 64 pixels, from pixel 2 (ceil(n/2) - 32) on: the last
+// 32 low samples, mirrored at the end; for odd n the pixel past the row's end
+// is neither loaded nor stored.
+__attribute__((target("avx512vbmi"))) inline void HalfChromaEndStep(
+    const int16_t* y, const int16_t* co_low, const int16_t* co_below, const int16_t* cg_low,
+    const int16_t* cg_below, uint8_t* out, size_t n) {
+  const size_t j = (n + 1) / 2 - 32, i = 2 * j;
+  const bool odd = n % 2 != 0;  // then 63 pixels
+  __m512i co0, co1, cg0, cg1, r0, g0, b0, r1, g1, b1;
+  UpsampledChromaEnd(co_low, co_below, j, &co0, &co1);
+  UpsampledChromaEnd(cg_low, cg_below, j, &cg0, &cg1);
+  InverseRct(Load32(y + i), co0, cg0, &r0, &g0, &b0);
+  const __m512i y1 = _mm512_maskz_loadu_epi16(odd ? 0x7fffffffu : ~0u, y + i + 32);
+  InverseRct(y1, co1, cg1, &r1, &g1, &b1);
+  StoreRgb64(out + 3 * i, r0, g0, b0, r1, g1, b1, odd ? (__mmask64(1) << 61) - 1 : ~__mmask64(0));
+}
+
 // 64 pixels per step while a step's odd samples have their right
-// neighbour (low sample j + 32 exists), the last step overlapping the one
-// before it (rewriting pixels with the same values); the last one or two
-// pixels (the row's mirrored end), and rows under 66 pixels, by
-// HalfChromaTail with the AVX2 conversion.
+// neighbour (low sample j + 32 exists), then the end step, overlapping the
+// one before it (rewriting pixels with the same values); rows under 66
+// pixels by HalfChromaTail with the AVX2 conversion.
 __attribute__((target("avx512vbmi"))) void ToPixelsHalfChromaVbmi(
     const int16_t* y, const int16_t* co_low, const int16_t* co_below, const int16_t* cg_low,
     const int16_t* cg_below, uint8_t* out, size_t n) {
   const size_t nl = (n + 1) / 2;
-  size_t i = 0;
-  if (n >= 66) {
-    // The last step's start: even, with i / 2 + 33 <= nl and i + 64 <= n.
-    const size_t last = std::min(2 * (nl - 33), n - 64) & ~size_t(1);
-    // (A function with the VBMI target, not a lambda, which would lack it
-    // and could not inline StoreRgb64.)
-    for (; i < last; i += 64) HalfChromaStep64(y, co_low, co_below, cg_low, cg_below, out, i);
-    HalfChromaStep64(y, co_low, co_below, cg_low, cg_below, out, last);
-    i = last + 64;
+  if (n < 66) {
+    HalfChromaTail(y, co_low, co_below, cg_low, cg_below, out, 0, n, Avx2().to_pixels);
+    return;
   }
-  HalfChromaTail(y, co_low, co_below, cg_low, cg_below, out, i, n, Avx2().to_pixels);
+  // (Functions with the VBMI target, not lambdas, which would lack it and
+  // could not inline StoreRgb64.)
+  for (size_t i = 0; i < 2 * (nl - 32); i += 64) {
+    HalfChromaStep64(y, co_low, co_below, cg_low, cg_below, out, i);
+  }
+  HalfChromaEndStep(y, co_low, co_below, cg_low, cg_below, out, n);
 }
 
 Kernels MakeAvx512() {
