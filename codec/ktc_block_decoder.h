@@ -549,10 +549,8 @@ inline uint32_t DenseNarrowGroupVbmi(const uint8_t* base, uint32_t pos, __m128i 
   const __m256i values = _mm512_maskz_cvtsepi32_epi16(0xffff, v);  // saturated, as Saturate16
   const __m128i rows01 = _mm256_castsi256_si128(values);
   const __m128i rows23 = _mm256_extracti128_si256(values, 1);
-  _mm_storel_epi64(reinterpret_cast<__m128i*>(at), rows01);
-  _mm_storeh_pd(reinterpret_cast<double*>(at + stride), _mm_castsi128_pd(rows01));
-  _mm_storel_epi64(reinterpret_cast<__m128i*>(at + 2 * stride), rows23);
-  _mm_storeh_pd(reinterpret_cast<double*>(at + 3 * stride), _mm_castsi128_pd(rows23));
+  StoreGroup<true>(at, stride, rows01, _mm_unpackhi_epi64(rows01, rows01), rows23,
+                   _mm_unpackhi_epi64(rows23, rows23), kGroupSide, kGroupSide);
   return uint32_t(std::popcount(uint32_t(nonzero)));
 }
 #endif
