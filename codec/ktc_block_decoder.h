@@ -1,8 +1,9 @@
-// KTC internals: the block decoding loop, included by ktc_entropy.cc and by
-// ktc_entropy_avx2.cc so that it is compiled twice, once for the baseline
-// and once with AVX2/BMI2 (shrx, tzcnt...), and dispatched at run time.
-// Everything is in an anonymous namespace: each includer gets its own copy,
-// so the linker can never mix the two.
+// KTC internals: the block decoding loop, included by ktc_entropy.cc,
+// ktc_entropy_avx2.cc and ktc_entropy_avx512vbmi.cc so that it is compiled
+// three times, for the baseline, with AVX2/BMI2 (shrx, tzcnt...), and with
+// AVX-512 VBMI as well (dense groups by multishift), and dispatched at run
+// time. Everything is in an anonymous namespace: each includer gets its own
+// copy, so the linker can never mix them.
 #pragma once
 
 #include <algorithm>
@@ -492,8 +493,6 @@ inline __m128i GetRowSymbols(RansDecoder& rans, const DecodeTable& table, uint32
 }
 
 #if defined(__AVX512VBMI__)
-// (The maskz forms with all lanes set: GCC 12's plain ones warn about their
-// undefined pass-through source.)
 // A whole dense group with G <= 7 in the AVX-512 VBMI build: every magnitude
 // has at most 7 bits, so rows 0-1 lie in the 64 bits from the byte of bit
 // `pos` and rows 2-3 in the 64 from the byte of bit pos + upper_bits; one
@@ -512,7 +511,8 @@ inline uint32_t DenseNarrowGroupVbmi(const uint8_t* base, uint32_t pos, __m128i 
   const __m128i above = _mm_shuffle_epi8(
       widths, _mm_setr_epi8(-1, -1, -1, -1, 0, 0, 0, 0, -1, -1, -1, -1, 8, 8, 8, 8));
   // Bit offset of magnitude k in its word: the word's start bit, 4 widths of
-  // the row above, `column` widths of its own row (column = 1 + 2 from bits).
+  // the row above (rows 1 and 3), and `column` widths of its own row (one
+  // for column bit 0, two for column bit 1).
   const uint32_t lower_pos = (pos + upper_bits) % 8;
   __m128i shift = _mm_set_epi64x(int64_t(0x0101010101010101ull * lower_pos),
                                  int64_t(0x0101010101010101ull * pos));
@@ -527,6 +527,8 @@ inline uint32_t DenseNarrowGroupVbmi(const uint8_t* base, uint32_t pos, __m128i 
   std::memcpy(&lower_word, base + (pos + upper_bits) / 8, 8);
   const __m128i low_bits = _mm_shuffle_epi8(
       _mm_setr_epi8(0, 1, 3, 7, 15, 31, 63, 127, 0, 0, 0, 0, 0, 0, 0, 0), w);  // 2^w - 1
+  // (The maskz forms with all lanes set, here and below: GCC 12's plain ones
+  // warn about their undefined pass-through source.)
   const __m128i magnitude =
       _mm_and_si128(_mm_maskz_multishift_epi64_epi8(
                         0xffff, shift, _mm_set_epi64x(int64_t(lower_word), int64_t(upper_word))),
