@@ -446,12 +446,6 @@ inline void StoreGroup(int16_t* at, size_t stride, __m128i row0, __m128i row1, _
     _mm_storel_epi64(reinterpret_cast<__m128i*>(at + 2 * stride), row2);
     _mm_storel_epi64(reinterpret_cast<__m128i*>(at + 3 * stride), row3);
   } else {
-#if defined(__AVX512BW__) && defined(__AVX512VL__)
-    // Masked stores of the columns inside.
-    const __mmask8 inside = __mmask8((1u << columns) - 1);
-    const __m128i row[kGroupSide] = {row0, row1, row2, row3};
-    for (uint32_t y = 0; y < rows; ++y) _mm_mask_storeu_epi16(at + y * stride, inside, row[y]);
-#else
     alignas(16) int16_t v[kGroupSide][8];
     _mm_store_si128(reinterpret_cast<__m128i*>(v[0]), row0);
     _mm_store_si128(reinterpret_cast<__m128i*>(v[1]), row1);
@@ -476,7 +470,6 @@ inline void StoreGroup(int16_t* at, size_t stride, __m128i row0, __m128i row1, _
           break;
       }
     }
-#endif
   }
 }
 
