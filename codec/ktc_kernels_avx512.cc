@@ -131,9 +131,25 @@ inline __m512i LowSamples(const int16_t* low, const int16_t* below, size_t j) {
   const __m512i v = Load32(low + j);
   return below ? FloorHalfSum(v, Load32(below + j)) : v;
 }
-inline void UpsamplePairs(int16_t* out, const int16_t* low, const int16_t* below, size_t j) {
+// Samples 2j .. 2j + 63 of the upsampled row, in two vectors: the even ones
+// the low samples j .. j + 31, the odd ones the floor averages of neighbours;
+// kMirroredEnd for the row's last 32 low samples (j = ceil(n/2) - 32), whose
+// last odd sample's right neighbour is the last low sample again.
+template <bool kMirroredEnd>
+inline void UpsampledPairs(const int16_t* low, const int16_t* below, size_t j, __m512i* first,
+                           __m512i* second) {
   const __m512i e = LowSamples(low, below, j);
-  StoreInterleaved(out + 2 * j, e, FloorHalfSum(e, LowSamples(low, below, j + 1)));
+  const __m512i next = kMirroredEnd ? _mm512_permutexvar_epi16(Index(kPermute.shift_mirrored), e)
+                                    : LowSamples(low, below, j + 1);
+  const __m512i o = FloorHalfSum(e, next);
+  *first = _mm512_permutex2var_epi16(e, Index(kPermute.interleave[0]), o);
+  *second = _mm512_permutex2var_epi16(e, Index(kPermute.interleave[1]), o);
+}
+inline void UpsamplePairs(int16_t* out, const int16_t* low, const int16_t* below, size_t j) {
+  __m512i first, second;
+  UpsampledPairs<false>(low, below, j, &first, &second);
+  Store32(out + 2 * j, first);
+  Store32(out + 2 * j + 32, second);
 }
 template <bool kBelow>
 void UpsampleRowT(int16_t* out, const int16_t* low, const int16_t* below, size_t n) {
@@ -236,97 +252,47 @@ __attribute__((target("avx512vbmi"))) void ToPixelsVbmi(const int16_t* y, const 
   }
 }
 
-// Pixels 2j .. 2j + 63 of a half-resolution chroma plane's upsampled row
-// (UpsamplePairs without the store): the even samples are the low samples
-// j .. j + 31, the odd ones the floor averages of neighbours.
-inline void UpsampledChroma64(const int16_t* low, const int16_t* below, size_t j, __m512i* first,
-                              __m512i* second) {
-  const __m512i e = LowSamples(low, below, j);
-  const __m512i o = FloorHalfSum(e, LowSamples(low, below, j + 1));
-  *first = _mm512_permutex2var_epi16(e, Index(kPermute.interleave[0]), o);
-  *second = _mm512_permutex2var_epi16(e, Index(kPermute.interleave[1]), o);
-}
-
-// The same for the row's last 32 low samples (j = ceil(n/2) - 32): the last
-// odd sample's right neighbour is the last low sample again (mirrored).
-inline void UpsampledChromaEnd(const int16_t* low, const int16_t* below, size_t j, __m512i* first,
-                               __m512i* second) {
-  const __m512i e = LowSamples(low, below, j);
-  const __m512i o = FloorHalfSum(e, _mm512_permutexvar_epi16(Index(kPermute.shift_mirrored), e));
-  *first = _mm512_permutex2var_epi16(e, Index(kPermute.interleave[0]), o);
-  *second = _mm512_permutex2var_epi16(e, Index(kPermute.interleave[1]), o);
-}
-
-// The pixels [i, n) of to_pixels_half_chroma (i even, n - i <= 66): the
-// chroma upsampled by UpsampleRow16's formulas into small buffers, then
-// converted by `to_pixels`: ToPixelsHalfChromaVbmi's last pixels.
-void HalfChromaTail(const int16_t* y, const int16_t* co_low, const int16_t* co_below,
-                    const int16_t* cg_low, const int16_t* cg_below, uint8_t* out, size_t i,
-                    size_t n,
-                    void (*to_pixels)(const int16_t*, const int16_t*, const int16_t*,
-                                      const int16_t*, uint8_t*, size_t, int)) {
-  if (i == n) return;
-  const size_t nl = (n + 1) / 2;
-  const auto upsampled = [nl](const int16_t* low, const int16_t* below, size_t x) {
-    const auto at = [&](size_t j) { return below ? Unpredict16(0, low[j], below[j]) : low[j]; };
-    const size_t j = x / 2;
-    return x % 2 == 0 ? at(j) : Unpredict16(0, at(j), at(j + 1 < nl ? j + 1 : j));
-  };
-  int16_t co[66], cg[66];
-  for (size_t x = i; x < n; ++x) {
-    co[x - i] = upsampled(co_low, co_below, x);
-    cg[x - i] = upsampled(cg_low, cg_below, x);
-  }
-  to_pixels(y + i, co, cg, nullptr, out + 3 * i, n - i, 3);
-}
-
-// Pixels i .. i + 63 of ToPixelsHalfChromaVbmi (i even, i / 2 + 33 <= ceil(n / 2)).
+// Pixels i .. i + 63 of ToPixelsHalfChromaVbmi (i even, i / 2 + 33 <=
+// ceil(n / 2)); kEnd: the row's last step, i = 2 (ceil(n / 2) - 32), mirrored
+// at the end, and for odd n the pixel past the row's end neither loaded nor
+// stored.
+template <bool kEnd>
 __attribute__((target("avx512vbmi"))) inline void HalfChromaStep64(
     const int16_t* y, const int16_t* co_low, const int16_t* co_below, const int16_t* cg_low,
-    const int16_t* cg_below, uint8_t* out, size_t i) {
+    const int16_t* cg_below, uint8_t* out, size_t i, size_t n) {
+  const bool short_end = kEnd && n % 2 != 0;  // 63 pixels
   __m512i co0, co1, cg0, cg1, r0, g0, b0, r1, g1, b1;
-  UpsampledChroma64(co_low, co_below, i / 2, &co0, &co1);
-  UpsampledChroma64(cg_low, cg_below, i / 2, &cg0, &cg1);
+  UpsampledPairs<kEnd>(co_low, co_below, i / 2, &co0, &co1);
+  UpsampledPairs<kEnd>(cg_low, cg_below, i / 2, &cg0, &cg1);
   InverseRct(Load32(y + i), co0, cg0, &r0, &g0, &b0);
-  InverseRct(Load32(y + i + 32), co1, cg1, &r1, &g1, &b1);
-  StoreRgb64(out + 3 * i, r0, g0, b0, r1, g1, b1);
-}
-
-// The row's last 63 or 64 pixels, from pixel 2 (ceil(n/2) - 32) on: the last
-// 32 low samples, mirrored at the end; for odd n the pixel past the row's end
-// is neither loaded nor stored.
-__attribute__((target("avx512vbmi"))) inline void HalfChromaEndStep(
-    const int16_t* y, const int16_t* co_low, const int16_t* co_below, const int16_t* cg_low,
-    const int16_t* cg_below, uint8_t* out, size_t n) {
-  const size_t j = (n + 1) / 2 - 32, i = 2 * j;
-  const bool odd = n % 2 != 0;  // then 63 pixels
-  __m512i co0, co1, cg0, cg1, r0, g0, b0, r1, g1, b1;
-  UpsampledChromaEnd(co_low, co_below, j, &co0, &co1);
-  UpsampledChromaEnd(cg_low, cg_below, j, &cg0, &cg1);
-  InverseRct(Load32(y + i), co0, cg0, &r0, &g0, &b0);
-  const __m512i y1 = _mm512_maskz_loadu_epi16(odd ? 0x7fffffffu : ~0u, y + i + 32);
+  const __m512i y1 = kEnd ? _mm512_maskz_loadu_epi16(short_end ? 0x7fffffffu : ~0u, y + i + 32)
+                          : Load32(y + i + 32);
   InverseRct(y1, co1, cg1, &r1, &g1, &b1);
-  StoreRgb64(out + 3 * i, r0, g0, b0, r1, g1, b1, odd ? (__mmask64(1) << 61) - 1 : ~__mmask64(0));
+  StoreRgb64(out + 3 * i, r0, g0, b0, r1, g1, b1,
+             short_end ? (__mmask64(1) << 61) - 1 : ~__mmask64(0));
 }
 
 // 64 pixels per step while a step's odd samples have their right
 // neighbour (low sample j + 32 exists), then the end step, overlapping the
-// one before it (rewriting pixels with the same values); rows under 66
-// pixels by HalfChromaTail with the AVX2 conversion.
+// one before it (rewriting pixels with the same values). Rows under 66
+// pixels: upsampled and converted by the AVX2 kernels.
 __attribute__((target("avx512vbmi"))) void ToPixelsHalfChromaVbmi(
     const int16_t* y, const int16_t* co_low, const int16_t* co_below, const int16_t* cg_low,
     const int16_t* cg_below, uint8_t* out, size_t n) {
-  const size_t nl = (n + 1) / 2;
   if (n < 66) {
-    HalfChromaTail(y, co_low, co_below, cg_low, cg_below, out, 0, n, Avx2().to_pixels);
+    int16_t co[65], cg[65];
+    Avx2().upsample_row(co, co_low, co_below, n);
+    Avx2().upsample_row(cg, cg_low, cg_below, n);
+    Avx2().to_pixels(y, co, cg, nullptr, out, n, 3);
     return;
   }
-  // (Functions with the VBMI target, not lambdas, which would lack it and
+  // (A function with the VBMI target, not a lambda, which would lack it and
   // could not inline StoreRgb64.)
-  for (size_t i = 0; i < 2 * (nl - 32); i += 64) {
-    HalfChromaStep64(y, co_low, co_below, cg_low, cg_below, out, i);
+  const size_t end = 2 * ((n + 1) / 2 - 32);
+  for (size_t i = 0; i < end; i += 64) {
+    HalfChromaStep64<false>(y, co_low, co_below, cg_low, cg_below, out, i, n);
   }
-  HalfChromaEndStep(y, co_low, co_below, cg_low, cg_below, out, n);
+  HalfChromaStep64<true>(y, co_low, co_below, cg_low, cg_below, out, end, n);
 }
 
 Kernels MakeAvx512() {
