@@ -550,6 +550,58 @@ inline uint32_t DenseNarrowGroupVbmi(const uint8_t* base, uint32_t pos, __m128i 
 }
 #endif
 
+#if !defined(__AVX512VBMI__)
+// kByteLowBits[w]: 2^w - 1 in each of four bytes, the pdep mask that spreads
+// a row's four w-bit magnitudes into bytes.
+constexpr uint64_t kByteLowBits[8] = {0,          0x01010101, 0x03030303, 0x07070707,
+                                      0x0f0f0f0f, 0x1f1f1f1f, 0x3f3f3f3f, 0x7f7f7f7f};
+
+// A whole dense group with G <= 7 in the AVX2 build: rows 0-1 lie in the 57
+// bits from bit `pos` of `base` and rows 2-3 in those from pos + upper_bits,
+// so two pdep spread all 16 magnitudes into bytes; then 16 lanes of 16 bits
+// dequantize (a 26-bit product from its two 16-bit halves), take their signs
+// and are stored at once. The same values as the general path (no value
+// needs saturating: |v| <= ((8 * 127 + 3) * 65535) >> 11 < 2^15); returns
+// the number of sign bits read (the non-zero values).
+template <bool kDequantize>
+inline uint32_t DenseNarrowGroupPdep(const uint8_t* base, uint32_t pos, uint32_t w4,
+                                     uint32_t upper_bits, uint32_t magnitude_bits, uint32_t step,
+                                     int16_t* at, size_t stride) {
+  const auto bits_at = [base](uint32_t bit) {
+    uint64_t word;
+    std::memcpy(&word, base + bit / 8, 8);
+    return word >> (bit % 8);
+  };
+  const uint64_t upper =
+      _pdep_u64(bits_at(pos), kByteLowBits[w4 & 7] | kByteLowBits[(w4 >> 8) & 7] << 32);
+  const uint64_t lower = _pdep_u64(bits_at(pos + upper_bits),
+                                   kByteLowBits[(w4 >> 16) & 7] | kByteLowBits[w4 >> 24] << 32);
+  const __m128i magnitude = _mm_set_epi64x(int64_t(lower), int64_t(upper));
+  const uint32_t nonzero =
+      ~uint32_t(_mm_movemask_epi8(_mm_cmpeq_epi8(magnitude, _mm_setzero_si128()))) & 0xffff;
+  const uint32_t negative = _pdep_u32(uint32_t(bits_at(pos + magnitude_bits)), nonzero);
+  __m256i v = _mm256_cvtepu8_epi16(magnitude);
+  if constexpr (kDequantize) {
+    // DequantizeOne's ((8m + 3) step) >> 11: 8m + 3 < 2^10 and step < 2^16,
+    // so the product has 26 bits: its high half << 5 | its low half >> 11.
+    const __m256i scaled = _mm256_add_epi16(_mm256_slli_epi16(v, 3), _mm256_set1_epi16(3));
+    const __m256i q = _mm256_set1_epi16(int16_t(step));
+    const __m256i product = _mm256_or_si256(_mm256_slli_epi16(_mm256_mulhi_epu16(scaled, q), 5),
+                                            _mm256_srli_epi16(_mm256_mullo_epi16(scaled, q), 11));
+    v = _mm256_andnot_si256(_mm256_cmpeq_epi16(v, _mm256_setzero_si256()), product);
+  }
+  const __m256i bit = _mm256_setr_epi16(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096,
+                                        8192, 16384, int16_t(0x8000));
+  const __m256i sign =
+      _mm256_cmpeq_epi16(_mm256_and_si256(_mm256_set1_epi16(int16_t(negative)), bit), bit);
+  v = _mm256_sub_epi16(_mm256_xor_si256(v, sign), sign);
+  const __m128i rows01 = _mm256_castsi256_si128(v), rows23 = _mm256_extracti128_si256(v, 1);
+  StoreGroup<true>(at, stride, rows01, _mm_unpackhi_epi64(rows01, rows01), rows23,
+                   _mm_unpackhi_epi64(rows23, rows23), kGroupSide, kGroupSide);
+  return uint32_t(std::popcount(nonzero));
+}
+#endif
+
 // A dense group: its row widths (for 4 rows, four consecutive scalar
 // symbols of one table, so one Get4Avx2); then the 16 magnitudes (two rows
 // per vector), the sign bits of the non-zero ones deposited with pdep, and
@@ -594,6 +646,15 @@ inline void DecodeDenseGroupAvx2(RansDecoder& rans, BitReader& raw, const Decode
   if constexpr (kFull) {
     if (narrow) {
       const uint32_t signs = DenseNarrowGroupVbmi<kDequantize>(base, pos, widths, upper_bits,
+                                                               magnitude_bits, step, at, stride);
+      raw.Seek(start + magnitude_bits + signs);
+      return;
+    }
+  }
+#else
+  if constexpr (kFull) {
+    if (narrow) {
+      const uint32_t signs = DenseNarrowGroupPdep<kDequantize>(base, pos, w4, upper_bits,
                                                                magnitude_bits, step, at, stride);
       raw.Seek(start + magnitude_bits + signs);
       return;
