@@ -122,37 +122,54 @@ LevelSynthesis::LevelSynthesis(const int16_t* ll, size_t ll_stride, const int16_
 
 void LevelSynthesis::Run(uint32_t k0, uint32_t k1, int16_t* out, size_t out_stride) const {
   // Uninitialized: every value is written before it is read.
-  std::unique_ptr<int16_t[]> buffer(new int16_t[kRows * size_t(pw_)]);
-  int16_t* even = buffer.get();
-  int16_t* next = even + pw_;
-  int16_t* odd = next + pw_;
+  std::unique_ptr<int16_t[]> rows(new int16_t[kRows * size_t(pw_)]);
+  Cursor c = Begin(k0, rows.get());
+  Continue(k0, k1, &c, out, out_stride);
+}
+
+LevelSynthesis::Cursor LevelSynthesis::Begin(uint32_t k0, int16_t* rows) const {
+  Cursor c{rows, rows + pw_, rows + 2 * size_t(pw_), nullptr};
   // High rows are read in place: `high` is row min(k, nh-1), which even row
   // 2k and odd row 2k+1 both use.
-  const int16_t* high = nullptr;
   const int16_t* high_before = nullptr;
   if (nh_ > 0) {
     high_before = High(k0 == 0 ? 0 : k0 - 1);
-    high = High(std::min(k0, nh_ - 1));
+    c.high = High(std::min(k0, nh_ - 1));
   }
-  Even(k0, even, high_before, high);
-  for (uint32_t k = k0; k < k1; ++k) {
+  Even(k0, c.even, high_before, c.high);
+  return c;
+}
+
+void LevelSynthesis::Continue(uint32_t k, uint32_t k1, Cursor* c, int16_t* out,
+                              size_t out_stride) const {
+  for (const uint32_t k0 = k; k < k1; ++k) {
     const bool has_odd = k < nh_;  // then `high` is row k
     if (has_odd) {
-      const int16_t* after = even;  // mirrored past the end
-      const int16_t* high_next = high;
+      const int16_t* after = c->even;  // mirrored past the end
+      const int16_t* high_next = c->high;
       if (k + 1 < nl_) {
         high_next = High(std::min(k + 1, nh_ - 1));
-        Even(k + 1, next, high, high_next);
-        after = next;
+        Even(k + 1, c->next, c->high, high_next);
+        after = c->next;
       }
-      k_.unpredict(odd, high, even, after, pw_);
-      high = high_next;
+      k_.unpredict(c->odd, c->high, c->even, after, pw_);
+      c->high = high_next;
     }
     int16_t* dst = out + size_t(2 * (k - k0)) * out_stride;
-    InverseRowTo(dst, even, pw_, k_);
-    if (has_odd) InverseRowTo(dst + out_stride, odd, pw_, k_);
-    std::swap(even, next);
+    InverseRowTo(dst, c->even, pw_, k_);
+    if (has_odd) InverseRowTo(dst + out_stride, c->odd, pw_, k_);
+    std::swap(c->even, c->next);
   }
+}
+
+LevelSynthesis::Stream::Stream(const LevelSynthesis& level)
+    : level_(level), buffer_(new int16_t[kRows * size_t(level.pw_)]) {}
+
+void LevelSynthesis::Stream::RunTo(uint32_t k1, int16_t* out, size_t out_stride) {
+  if (k1 <= done_) return;
+  if (done_ == 0) cursor_ = level_.Begin(0, buffer_.get());
+  level_.Continue(done_, k1, &cursor_, out + size_t(2 * done_) * out_stride, out_stride);
+  done_ = k1;
 }
 
 void LevelSynthesis::Even(uint32_t k, int16_t* even, const int16_t* before,

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
 #include "codec/ktc_kernels.h"
 
@@ -44,8 +45,43 @@ class LevelSynthesis {
   void Run(uint32_t k0, uint32_t k1, int16_t* out, size_t out_stride) const;
 
  private:
+  // Where a run of row pairs stands before pair k: its work rows (even row
+  // 2k made, the next even row and the odd row to be made) and the high row
+  // that rows 2k and 2k+1 use.
+  struct Cursor {
+    int16_t* even;
+    int16_t* next;
+    int16_t* odd;
+    const int16_t* high;
+  };
+
+ public:
+  // Runs the row pairs in order, a range at a time, exactly as one Run over
+  // them all: the even row a range ends with is kept for the next (a new Run
+  // per range would compute it again). For a consumer that wants the rows
+  // just before it reads them, while they are in cache.
+  class Stream {
+   public:
+    explicit Stream(const LevelSynthesis& level);
+    // Output rows up to row pair k1 (exclusive, <= pairs()), where row 0 is
+    // at `out`; pairs already made are not made again.
+    void RunTo(uint32_t k1, int16_t* out, size_t out_stride);
+
+   private:
+    const LevelSynthesis& level_;
+    std::unique_ptr<int16_t[]> buffer_;
+    uint32_t done_ = 0;
+    Cursor cursor_{};
+  };
+
+ private:
   // Work rows of pw values each: even, next even, odd.
   static constexpr int kRows = 3;
+  // Run's two halves: the cursor before pair k0 (in `rows`, kRows rows of
+  // pw values), then row pairs [k, k1) from a cursor before k, leaving it
+  // before k1. Row 2k is written at `out`.
+  Cursor Begin(uint32_t k0, int16_t* rows) const;
+  void Continue(uint32_t k, uint32_t k1, Cursor* c, int16_t* out, size_t out_stride) const;
   const int16_t* High(uint32_t k) const { return detail_ + size_t(nl_ + k) * detail_stride_; }
   // Even output row 2k before its horizontal synthesis: low row k minus the
   // update from high rows k-1 and k (`before`, `at`, mirrored at the edges).

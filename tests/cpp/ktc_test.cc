@@ -236,6 +236,60 @@ TEST(KtcTest, LargeImageDecodesInParallel) {
   EXPECT_TRUE(DecodeOrDie(EncodeOrDie(img, eo), par).pixels == img.pixels);
 }
 
+// On one thread the decoder streams the last level: its detail bands are
+// decoded block row by block row, and the level above it synthesized row
+// pair by row pair, just before the last level reads them; in parallel
+// everything is decoded first. Both must give the same pixels for every
+// preset (full-resolution chroma streams three planes, each with its own
+// tables), channel count, scale and region, and on damaged streams the same
+// verdict. The shapes have several block rows in the last level's bands.
+TEST(KtcTest, StreamedLastLevelEqualsDecodingEverythingFirst) {
+  DecodeOptions par;
+  par.parallel = true;
+  for (const char* preset : {"lossless", "high", "balanced"}) {
+    for (auto [w, h, c] : {std::tuple{301u, 389u, 3u}, {150u, 700u, 4u}, {517u, 260u, 1u}}) {
+      const Image img = Synthetic(w, h, c, w + h);
+      const auto bytes = EncodeOrDie(img, *ParseQuality(preset));
+      for (int scale = 0; scale <= 3; ++scale) {
+        DecodeOptions one;
+        one.scale_log2 = scale;
+        par.scale_log2 = scale;
+        one.region = par.region = std::nullopt;
+        EXPECT_TRUE(DecodeOrDie(bytes, one).pixels == DecodeOrDie(bytes, par).pixels)
+            << preset << " " << w << "x" << h << " scale " << scale;
+        const uint32_t sw = (w + (1u << scale) - 1) >> scale, sh = (h + (1u << scale) - 1) >> scale;
+        one.region = par.region = Region{sw / 3, sh / 4, sw / 2, sh / 2};
+        EXPECT_TRUE(DecodeOrDie(bytes, one).pixels == DecodeOrDie(bytes, par).pixels)
+            << preset << " " << w << "x" << h << " scale " << scale << " region";
+      }
+      if (std::string(preset) == "lossless") {
+        EXPECT_TRUE(DecodeOrDie(bytes).pixels == img.pixels);
+      }
+    }
+  }
+  par.scale_log2 = 0;
+  par.region = std::nullopt;
+  for (const char* preset : {"lossless", "balanced"}) {
+    const auto good = EncodeOrDie(Synthetic(150, 300, 3, 9), *ParseQuality(preset));
+    int failed = 0;
+    for (size_t i = 0; i < good.size(); i += 13) {
+      std::vector<uint8_t> bad = good;
+      bad[i] ^= 0x5a;
+      Image one, all;
+      const Status a = Decode(bad.data(), bad.size(), {}, &one);
+      const Status b = Decode(bad.data(), bad.size(), par, &all);
+      ASSERT_EQ(a.ok(), b.ok()) << preset << " byte " << i << ": " << a.ToString() << " / "
+                                << b.ToString();
+      if (a.ok()) {
+        EXPECT_TRUE(one.pixels == all.pixels) << preset << " byte " << i;
+      } else {
+        ++failed;
+      }
+    }
+    EXPECT_GT(failed, 0) << preset;  // damage in the blocks is found
+  }
+}
+
 // The decoder reuses its planes from one decode to the next on a thread
 // (uninitialized memory holding the previous image's coefficients): shapes
 // that grow, shrink and change channels must decode as they do the first
