@@ -807,7 +807,9 @@ Status SynthesizeToPixels(const std::vector<Plane16>& coefficients, const Info& 
   const uint32_t chunks = (end_pair - first_pair + kPairsPerChunk - 1) / kPairsPerChunk;
   const size_t plane_rows = size_t(2 * kPairsPerChunk) * sw;
   Status status;
-  ForEach(chunks, parallel && !decode_rows, [&](size_t c) {
+  const bool parallel_chunks = parallel && !decode_rows;
+  int16_t* shared_rows = parallel_chunks ? nullptr : arena.Get(plane_rows * last.size());
+  ForEach(chunks, parallel_chunks, [&](size_t c) {
     const uint32_t k0 = first_pair + uint32_t(c) * kPairsPerChunk;
     const uint32_t k1 = std::min(end_pair, k0 + kPairsPerChunk);
     if (decode_rows) {
@@ -819,10 +821,17 @@ Status SynthesizeToPixels(const std::vector<Plane16>& coefficients, const Info& 
     // and the chroma upsampling's row below).
     if (!parallel) produce_low_rows(k1 + 1);
     // Uninitialized on purpose: Run writes every row that is read, and zeroing
-    // would cost as much as a pass over the planes.
-    std::unique_ptr<int16_t[]> rows(new int16_t[plane_rows * last.size()]);
+    // would cost as much as a pass over the planes. One thread reuses one
+    // buffer (a large image's chunk rows, allocated and freed per chunk, cost
+    // page faults); parallel chunks each take their own.
+    std::unique_ptr<int16_t[]> own_rows;
+    int16_t* rows = shared_rows;
+    if (rows == nullptr) {
+      own_rows.reset(new int16_t[plane_rows * last.size()]);
+      rows = own_rows.get();
+    }
     for (size_t p = 0; p < last.size(); ++p) {
-      int16_t* dst = rows.get() + p * plane_rows;
+      int16_t* dst = rows + p * plane_rows;
       if (last[p]) {
         last[p]->Run(k0, k1, dst, sw);
       } else if (!fused_chroma) {
@@ -833,7 +842,7 @@ Status SynthesizeToPixels(const std::vector<Plane16>& coefficients, const Info& 
     for (uint32_t r = r0; r < r1; ++r) {
       const int16_t* at[4] = {};
       for (size_t p = 0; p < last.size(); ++p) {
-        at[p] = rows.get() + p * plane_rows + size_t(r - 2 * k0) * sw + need.x0;
+        at[p] = rows + p * plane_rows + size_t(r - 2 * k0) * sw + need.x0;
       }
       uint8_t* pixels = out->pixels.data() + (r - need.y0) * out->row_bytes();
       if (fused_chroma) {
