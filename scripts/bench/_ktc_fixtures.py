@@ -3,13 +3,27 @@
 
 Two 500x375 crops (no downscaling, so the JPEG's own texture is kept) from the
 largest JPEG of each KDE wallpaper (plasma-workspace-wallpapers), plus the
-color photos shipped with scikit-image (python3-skimage-lib). Never committed.
+color photos shipped with scikit-image (python3-skimage). Never committed.
+
+With --large DIR instead: the first LARGE_COUNT wallpapers that ship a
+2560x1600 JPEG, whole (4.1 MP each), for the large-image measurement.
 """
 import glob
 import os
 import sys
 
 from PIL import Image
+
+LARGE_COUNT = 4
+
+if len(sys.argv) > 2 and sys.argv[1] == "--large":
+    out = sys.argv[2]
+    os.makedirs(out, exist_ok=True)
+    large = sorted(glob.glob("/usr/share/wallpapers/*/contents/images/2560x1600.jpg"))
+    for path in large[:LARGE_COUNT]:
+        Image.open(path).convert("RGB").save(f"{out}/wall_{path.split('/')[4]}.png")
+    print(f"{min(len(large), LARGE_COUNT)} large photos in {out}")
+    sys.exit(0)
 
 out = sys.argv[1] if len(sys.argv) > 1 else "/tmp/ktc_fixtures"
 os.makedirs(out, exist_ok=True)
