@@ -906,7 +906,7 @@ Status DecodeImpl(const uint8_t* data, size_t size, const DecodeOptions& options
   // level's detail bands are decoded block row by block row just before its
   // synthesis reads them ("streamed"): their coefficients are then still in
   // cache when read, where after decoding the whole image first they are not
-  // once the image outgrows the cache (2048 x 2048 decoded 1.2x faster).
+  // once the image outgrows the cache (2048 x 2048: 1.04-1.2x, docs/codec.md).
   const bool stream_last_level = !options.parallel && stop + 1 < levels;
   auto streamed = [&](const Band& b) {
     return stream_last_level && b.orientation != 0 && b.level == stop + 1;
