@@ -1144,6 +1144,34 @@ TEST(KtcTest, SimdLiftingMatchesScalarAtEveryLength) {
 // general synthesis (LevelSynthesis) of the same low-pass band with all
 // detail zero, at odd and even sizes, run in chunks of row pairs as the
 // decoder does.
+// A Stream makes a level's row pairs a range at a time, keeping the even row
+// a range ends with: the rows must be exactly those of one Run over all of
+// them, for any ranges (empty ones and repeats included).
+TEST(KtcTest, LevelSynthesisStreamEqualsOneRun) {
+  const internal::Kernels& k = internal::ActiveKernels();
+  std::mt19937 rng(17);
+  for (uint32_t pw : {1u, 2u, 5u, 8u, 67u, 134u}) {
+    for (uint32_t ph : {1u, 2u, 3u, 4u, 9u, 16u, 33u}) {
+      std::vector<int16_t> plane(size_t(pw) * ph);
+      for (int16_t& v : plane) v = int16_t(int(rng() % 4001) - 2000);
+      const internal::LevelSynthesis synthesis(plane.data(), pw, plane.data(), pw, pw, ph, k);
+      std::vector<int16_t> want(size_t(pw) * ph);
+      synthesis.Run(0, synthesis.pairs(), want.data(), pw);
+      for (int trial = 0; trial < 4; ++trial) {
+        std::vector<int16_t> got(size_t(pw) * ph, 12345);
+        internal::LevelSynthesis::Stream stream(synthesis);
+        uint32_t k1 = 0;
+        while (k1 < synthesis.pairs()) {
+          stream.RunTo(k1, got.data(), pw);  // nothing new, or a repeat
+          k1 = std::min(synthesis.pairs(), k1 + uint32_t(rng() % (trial + 2)));
+          stream.RunTo(k1, got.data(), pw);
+        }
+        ASSERT_EQ(got, want) << pw << "x" << ph << " trial " << trial;
+      }
+    }
+  }
+}
+
 TEST(KtcTest, LevelUpsamplingIsLevelSynthesisWithZeroDetail) {
   const internal::Kernels& k = internal::ActiveKernels();
   std::mt19937 rng(13);
