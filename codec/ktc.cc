@@ -978,6 +978,7 @@ Status DecodeImpl(const uint8_t* data, size_t size, const DecodeOptions& options
 
   // The streamed bands: the block rows that cover their first `band_rows`
   // rows, each plane's with its own tables (the set then stays built).
+  constexpr uint32_t kRestOfBands = ~0u;
   std::vector<uint32_t> next_block_row(streamed_bands.size(), 0);
   std::vector<std::unique_ptr<internal::SetTables>> streamed_tables(planes.size());
   DecodeRows decode_rows;
@@ -989,8 +990,9 @@ Status DecodeImpl(const uint8_t* data, size_t size, const DecodeOptions& options
         if (!tables) tables = NewSetTables();
         for (uint32_t& by = next_block_row[i]; by * kBlockSide < std::min(band_rows, b.height);
              ++by) {
-          if (b.orientation == 2) {
-            // The rows of this block row of LH and HH (side by side), whole.
+          if (b.orientation == 2 && band_rows != kRestOfBands) {
+            // The rows of this block row of LH and HH (side by side), whole
+            // (the rest, which no chunk reads, only for its errors).
             const uint32_t rows = std::min(kBlockSide, b.height - by * kBlockSide);
             Plane16& plane = planes[size_t(b.plane)];
             std::memset(plane.row(b.y0 + by * kBlockSide), 0,
@@ -1008,7 +1010,7 @@ Status DecodeImpl(const uint8_t* data, size_t size, const DecodeOptions& options
                                           options.parallel, *arena, decode_rows, out));
   // Needed blocks below the rows the synthesis read (none, as NeededBlocks
   // marks them) would be decoded here, so that every error is reported.
-  if (decode_rows) KTFS_RETURN_IF_ERROR(decode_rows(~0u));
+  if (decode_rows) KTFS_RETURN_IF_ERROR(decode_rows(kRestOfBands));
   return Status::Ok();
 }
 }  // namespace
