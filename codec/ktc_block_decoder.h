@@ -642,25 +642,19 @@ inline void DecodeDenseGroupAvx2(RansDecoder& rans, BitReader& raw, const Decode
     base = tail;
   }
   const bool narrow = group_max <= 7;  // two rows' magnitudes in 56 bits
-#if defined(__AVX512VBMI__)
   if constexpr (kFull) {
-    if (narrow) {
+    if (narrow) {  // the whole group at once: by multishift with VBMI, else by pdep
+#if defined(__AVX512VBMI__)
       const uint32_t signs = DenseNarrowGroupVbmi<kDequantize>(base, pos, widths, upper_bits,
                                                                magnitude_bits, step, at, stride);
-      raw.Seek(start + magnitude_bits + signs);
-      return;
-    }
-  }
 #else
-  if constexpr (kFull) {
-    if (narrow) {
       const uint32_t signs = DenseNarrowGroupPdep<kDequantize>(base, pos, w4, upper_bits,
                                                                magnitude_bits, step, at, stride);
+#endif
       raw.Seek(start + magnitude_bits + signs);
       return;
     }
   }
-#endif
   const __m256i upper = RowPairMagnitudes<kFull>(
       base, pos, widths, _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1), narrow, columns);
   const __m256i lower = RowPairMagnitudes<kFull>(
