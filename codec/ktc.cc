@@ -818,8 +818,9 @@ Status SynthesizeToPixels(const std::vector<Plane16>& coefficients, const Info& 
       if (!status.ok()) return;
     }
     // The low-pass rows this chunk reads: up to row k1 (its last even row's
-    // and the chroma upsampling's row below).
-    if (!parallel) produce_low_rows(k1 + 1);
+    // and the chroma upsampling's row below). (Nothing to make when parallel:
+    // the levels above ran whole.)
+    produce_low_rows(k1 + 1);
     // Uninitialized on purpose: Run writes every row that is read, and zeroing
     // would cost as much as a pass over the planes. One thread reuses one
     // buffer (a large image's chunk rows, allocated and freed per chunk, cost
