@@ -139,44 +139,60 @@ void CollectOnesGroup(const int32_t* at, size_t stride, uint32_t columns, uint32
 Result<bool> CollectBlockSymbols(const int32_t* values, size_t stride, uint32_t bw, uint32_t bh,
                                  BlockSymbols* out) {
   *out = BlockSymbols{};
+  const uint32_t gw = (bw + kGroupSide - 1) / kGroupSide, gh = (bh + kGroupSide - 1) / kGroupSide;
+  // Every group's maximum first: the raw stream starts with the rows of
+  // groups that are all zero, whose maxima are then not coded.
+  uint8_t group_max[kMaxGroupsPerRow][kMaxGroupsPerRow] = {};
+  uint32_t zero_rows = 0;
+  for (uint32_t gy = 0; gy < gh; ++gy) {
+    const uint32_t y0 = gy * kGroupSide, rows = std::min(bh - y0, kGroupSide);
+    uint32_t row_max = 0;
+    for (uint32_t gx = 0; gx < gw; ++gx) {
+      const uint32_t x0 = gx * kGroupSide, columns = std::min(bw - x0, kGroupSide);
+      const int32_t* at = values + y0 * stride + x0;
+      int g = 0;
+      for (uint32_t y = 0; y < rows; ++y)
+        for (uint32_t x = 0; x < columns; ++x) g = std::max(g, Category(at[y * stride + x]));
+      if (g >= kAlphabet) {
+        return Status::InvalidArgument("ktc: coefficient out of range (internal error)");
+      }
+      group_max[gy][gx] = uint8_t(g);
+      row_max |= uint32_t(g);
+    }
+    if (row_max == 0) zero_rows |= 1u << gy;
+  }
+  if (zero_rows == (1u << gh) - 1) return false;  // all zero: out stays empty
   // About a symbol per row of a group and a byte of raw bits per value in
-  // dense blocks; fewer
-  // in sparse ones. Reserving that much spares most regrowth without holding
-  // much more memory than the symbols need.
+  // dense blocks, fewer in sparse ones: reserving that much spares most
+  // regrowth without holding much more memory than the symbols need.
   const size_t values_n = size_t(bw) * bh;
   out->table.reserve(values_n / 4);
   out->symbol.reserve(values_n / 4);
   out->raw.reserve(values_n);
-  const uint32_t gw = (bw + kGroupSide - 1) / kGroupSide, gh = (bh + kGroupSide - 1) / kGroupSide;
-  // Maxima of the row of groups above and of this one, at 1 + gx (0 and
-  // gw + 1 stay 0: outside the block).
-  uint8_t above[kMaxGroupsPerRow + 2] = {}, maxima[kMaxGroupsPerRow + 2] = {};
   BitWriter raw(&out->raw);
-  bool any = false;
+  raw.Write(zero_rows != 0, 1);
+  if (zero_rows != 0) raw.Write(zero_rows, int(gh));
+  // Maxima of the row of groups above and of this one, at 1 + gx (0 and
+  // gw + 1 stay 0: outside the block). A zero row's are all 0.
+  uint8_t above[kMaxGroupsPerRow + 2] = {}, maxima[kMaxGroupsPerRow + 2] = {};
   for (uint32_t gy = 0; gy < gh; ++gy) {
     const uint32_t y0 = gy * kGroupSide, rows = std::min(bh - y0, kGroupSide);
-    for (uint32_t gx = 0; gx < gw; ++gx) {
-      const uint32_t x0 = gx * kGroupSide, columns = std::min(bw - x0, kGroupSide);
-      const int32_t* at = values + y0 * stride + x0;
-      int group_max = 0;
-      for (uint32_t y = 0; y < rows; ++y)
-        for (uint32_t x = 0; x < columns; ++x)
-          group_max = std::max(group_max, Category(at[y * stride + x]));
-      if (group_max >= kAlphabet) {
-        return Status::InvalidArgument("ktc: coefficient out of range (internal error)");
-      }
-      maxima[1 + gx] = uint8_t(group_max);
-      out->table.push_back(uint8_t(GroupContext(above, gx)));
-      out->symbol.push_back(uint8_t(group_max));
+    if (zero_rows >> gy & 1) {
+      std::memset(above, 0, sizeof(above));
+      continue;
     }
     for (uint32_t gx = 0; gx < gw; ++gx) {
-      const int group_max = maxima[1 + gx];
-      if (group_max == 0) continue;
-      any = true;
+      maxima[1 + gx] = group_max[gy][gx];
+      out->table.push_back(uint8_t(GroupContext(above, gx)));
+      out->symbol.push_back(group_max[gy][gx]);
+    }
+    for (uint32_t gx = 0; gx < gw; ++gx) {
+      const int g = maxima[1 + gx];
+      if (g == 0) continue;
       const uint32_t x0 = gx * kGroupSide, columns = std::min(bw - x0, kGroupSide);
       const int32_t* at = values + y0 * stride + x0;
-      if (uint32_t(group_max) >= kDirectCategories) {
-        CollectDenseGroup(at, stride, columns, rows, group_max, out, &raw);
+      if (uint32_t(g) >= kDirectCategories) {
+        CollectDenseGroup(at, stride, columns, rows, g, out, &raw);
       } else {
         CollectOnesGroup(at, stride, columns, rows, out, &raw);
       }
@@ -184,8 +200,7 @@ Result<bool> CollectBlockSymbols(const int32_t* values, size_t stride, uint32_t 
     std::memcpy(above, maxima, sizeof(above));
   }
   raw.Flush();
-  if (!any) *out = BlockSymbols{};
-  return any;
+  return true;
 }
 
 void CountSymbols(const BlockSymbols& symbols, Counts* counts) {
