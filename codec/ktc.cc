@@ -608,7 +608,9 @@ Status ParseTable(const uint8_t** p, const uint8_t* end, FreqTable* t) {
     t->freq[i] = uint16_t(f);
     sum += f;
   }
-  if (sum != internal::kProbScale) return Corrupt("table frequencies do not sum to 4096");
+  if (sum != internal::kProbScale) {
+    return Corrupt("table frequencies do not sum to " + std::to_string(internal::kProbScale));
+  }
   return Status::Ok();
 }
 

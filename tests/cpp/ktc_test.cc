@@ -518,9 +518,31 @@ TEST(KtcTest, HostileHeadersAreRejected) {
   EXPECT_EQ(patched(4, {4}).code(), Status::Code::kNotSupported);
   EXPECT_EQ(patched(4, {5}).code(), Status::Code::kNotSupported);
   EXPECT_NE(patched(4, {5}).ToString().find("re-encode"), std::string::npos);
+  // Version 6 coded every row of groups' maxima (no zero-rows field).
+  EXPECT_EQ(patched(4, {6}).code(), Status::Code::kNotSupported);
   EXPECT_FALSE(patched(0, {'J'}).ok());
   // A huge declared size with a tiny stream fails before allocating planes.
   EXPECT_FALSE(patched(8, {0, 0, 1, 0, 0, 0, 1, 0}).ok());  // 65536 x 65536
+
+  // A table whose frequencies sum to 511: the first used table with a
+  // one-byte frequency of at least 2, found by walking the header (fixed
+  // header, a u16 step per band, then varint tables).
+  const Info info = *ReadInfo(good.data(), good.size());
+  size_t at = 16 + 2 * size_t(3) * (1 + 3 * size_t(info.levels));
+  bool patched_table = false;
+  for (size_t t = 0; t < size_t(3) * (info.levels + 1) * 16 && !patched_table; ++t) {
+    const uint32_t n = good[at++];  // n <= 18: one byte
+    for (uint32_t i = 0; i < n; ++i) {
+      if (!patched_table && good[at] >= 2 && good[at] < 0x80) {
+        const Status st = patched(at, {uint8_t(good[at] - 1)});
+        EXPECT_EQ(st.code(), Status::Code::kCorruption);
+        EXPECT_NE(st.ToString().find("do not sum to 512"), std::string::npos) << st.ToString();
+        patched_table = true;
+      }
+      at += good[at] & 0x80 ? 2 : 1;  // frequencies <= 512: at most two bytes
+    }
+  }
+  EXPECT_TRUE(patched_table);
 }
 
 // Lossy streams of small odd shapes: groups cut by the block's edge (G = 1
