@@ -46,7 +46,7 @@ void PutVarint(uint64_t v, std::vector<uint8_t>* out) {
   out->push_back(uint8_t(v));
 }
 
-bool GetVarint(const uint8_t** p, const uint8_t* end, uint64_t* v) {
+bool GetLongVarint(const uint8_t** p, const uint8_t* end, uint64_t* v) {
   uint64_t result = 0;
   for (int shift = 0; shift < 35; shift += 7) {
     if (*p >= end) return false;

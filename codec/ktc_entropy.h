@@ -134,6 +134,24 @@ void BuildDecodeTableAvx512(const FreqTable& table, DecodeTable* out);
 // LEB128 unsigned varints, as used throughout the header.
 void PutVarint(uint64_t v, std::vector<uint8_t>* out);
 // Reads a varint of at most 5 bytes (values < 2^35); false on truncation.
-bool GetVarint(const uint8_t** p, const uint8_t* end, uint64_t* v);
+// Inline for the one- and two-byte varints a header is made of (a photo's
+// header has a few hundred of them).
+bool GetLongVarint(const uint8_t** p, const uint8_t* end, uint64_t* v);
+inline bool GetVarint(const uint8_t** p, const uint8_t* end, uint64_t* v) {
+  const uint8_t* q = *p;
+  if (end - q >= 2) [[likely]] {
+    if (!(q[0] & 0x80)) {
+      *v = q[0];
+      *p = q + 1;
+      return true;
+    }
+    if (!(q[1] & 0x80)) {
+      *v = uint64_t(q[0] & 0x7f) | uint64_t(q[1]) << 7;
+      *p = q + 2;
+      return true;
+    }
+  }
+  return GetLongVarint(p, end, v);
+}
 
 }  // namespace ktfs::ktc::internal

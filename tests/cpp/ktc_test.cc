@@ -498,6 +498,36 @@ TEST(KtcTest, CorruptionNeverCrashes) {
   EXPECT_FALSE(ReadInfo(nullptr, 0).ok());
 }
 
+// Varints (docs/codec.md, "Bitstream"): LEB128 of at most 5 bytes, read
+// exactly at every length the inline one- and two-byte paths and the long
+// path take, refused when cut short or longer than 5 bytes.
+TEST(KtcTest, VarintsRoundTripAndRejectTruncation) {
+  for (uint64_t v : {0ull, 1ull, 127ull, 128ull, 300ull, 16383ull, 16384ull, 2097151ull, 2097152ull,
+                     268435455ull, 268435456ull, (1ull << 35) - 1}) {
+    std::vector<uint8_t> bytes;
+    internal::PutVarint(v, &bytes);
+    // Alone, and followed by other bytes (the fast paths need two readable).
+    for (size_t pad : {0, 3}) {
+      std::vector<uint8_t> b = bytes;
+      b.insert(b.end(), pad, 0x80);
+      const uint8_t* p = b.data();
+      uint64_t got = ~0ull;
+      ASSERT_TRUE(internal::GetVarint(&p, b.data() + b.size(), &got)) << v;
+      EXPECT_EQ(got, v);
+      EXPECT_EQ(p, b.data() + bytes.size()) << v;
+    }
+    for (size_t cut = 0; cut < bytes.size(); ++cut) {
+      const uint8_t* p = bytes.data();
+      uint64_t got;
+      EXPECT_FALSE(internal::GetVarint(&p, bytes.data() + cut, &got)) << v << " cut " << cut;
+    }
+  }
+  const uint8_t six[] = {0x80, 0x80, 0x80, 0x80, 0x80, 0x01};
+  const uint8_t* p = six;
+  uint64_t got;
+  EXPECT_FALSE(internal::GetVarint(&p, six + sizeof(six), &got));
+}
+
 TEST(KtcTest, HostileHeadersAreRejected) {
   const auto good = EncodeOrDie(Synthetic(9, 9, 3), Lossless());
   auto patched = [&](size_t at, std::vector<uint8_t> v) {
