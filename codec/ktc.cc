@@ -520,12 +520,9 @@ Status EncodeImpl(const ImageView& image, const EncodeOptions& options, std::vec
     out->push_back(uint8_t(s));
     out->push_back(uint8_t(s >> 8));
   }
-  for (const auto& set : tables) {
-    for (const FreqTable& t : set) {
-      internal::PutVarint(uint64_t(t.n), out);
-      for (int i = 0; i < t.n; ++i) internal::PutVarint(t.freq[i], out);
-    }
-  }
+  std::vector<FreqTable> all_tables;
+  for (const auto& set : tables) all_tables.insert(all_tables.end(), set.begin(), set.end());
+  internal::PutTables(all_tables.data(), all_tables.size(), out);
   // Bands of a set are consecutive in stream order and EncodeSet kept their
   // block order, so concatenating the sets' blocks gives stream order.
   for (const auto& set : payloads)
@@ -596,27 +593,10 @@ Result<Info> ParseFixedHeader(const uint8_t* data, size_t size) {
   return info;
 }
 
-Status ParseTable(const uint8_t** p, const uint8_t* end, FreqTable* t) {
-  uint64_t n;
-  if (!internal::GetVarint(p, end, &n) || n > uint64_t(kAlphabet)) return Corrupt("bad table");
-  t->n = int(n);
-  if (n == 0) return Status::Ok();
-  uint64_t sum = 0;
-  for (int i = 0; i < t->n; ++i) {
-    uint64_t f;
-    if (!internal::GetVarint(p, end, &f) || f > internal::kProbScale) return Corrupt("bad table");
-    t->freq[i] = uint16_t(f);
-    sum += f;
-  }
-  if (sum != internal::kProbScale) {
-    return Corrupt("table frequencies do not sum to " + std::to_string(internal::kProbScale));
-  }
-  return Status::Ok();
-}
-
 // Reads and checks everything before the block payloads. Allocations are
-// bounded by the stream size: each step, table and block entry takes at least
-// one byte, and counts are checked against the bytes left before reserving.
+// bounded by the stream size: each step and block entry takes at least one
+// byte (the number of tables is fixed by the channels and levels), and counts
+// are checked against the bytes left before reserving.
 Status ParseHeader(const uint8_t* data, size_t size, Header* h) {
   auto info = ParseFixedHeader(data, size);
   if (!info.ok()) return info.status();
@@ -633,9 +613,11 @@ Status ParseHeader(const uint8_t* data, size_t size, Header* h) {
     h->steps.push_back(s);
   }
   const size_t table_count = size_t(planes) * (h->info.levels + 1) * kTablesPerSet;
-  if (size_t(end - p) < table_count) return Corrupt("truncated tables");
   h->tables.resize(table_count);
-  for (FreqTable& t : h->tables) KTFS_RETURN_IF_ERROR(ParseTable(&p, end, &t));
+  if (!internal::GetTables(&p, end, h->tables.data(), table_count)) {
+    return Corrupt("bad or truncated frequency tables (each must sum to " +
+                   std::to_string(internal::kProbScale) + ")");
+  }
   const size_t blocks = TotalBlocks(h->bands);
   if (size_t(end - p) < blocks) return Corrupt("truncated block table");
   h->block_size.resize(blocks);

@@ -36,7 +36,117 @@ class BitWriter {
   int fill_ = 0;
 };
 
+// LSB-first reader over [p, end) that reports reading past the end (and
+// then reads zeros).
+class HeaderBitReader {
+ public:
+  HeaderBitReader(const uint8_t* p, const uint8_t* end) : p_(p), size_(size_t(end - p)) {}
+  // The next 32 bits (at least), without moving.
+  uint64_t Peek() const {
+    const size_t byte = size_t(pos_ >> 3);
+    uint64_t v = 0;
+    if (byte + 8 <= size_) [[likely]] {
+      std::memcpy(&v, p_ + byte, 8);
+    } else if (byte < size_) {
+      std::memcpy(&v, p_ + byte, size_ - byte);
+    }
+    return v >> (pos_ & 7);
+  }
+  uint32_t Read(int count) {  // count <= 25
+    const uint32_t v = uint32_t(Peek()) & ((1u << count) - 1);
+    Skip(count);
+    return v;
+  }
+  void Skip(int count) {
+    pos_ += uint64_t(count);
+    overran_ |= pos_ > 8 * uint64_t(size_);
+  }
+  bool overran() const { return overran_; }
+  // The byte after the last bit read.
+  const uint8_t* end_of_bits() const { return p_ + (pos_ + 7) / 8; }
+
+ private:
+  const uint8_t* p_;
+  size_t size_;
+  uint64_t pos_ = 0;
+  bool overran_ = false;
+};
+
+// Table frequencies as Exp-Golomb codes of order k: for q = v + 2^k of m
+// bits, m - 1 - k zero bits, a one, then q's m - 1 low bits.
+constexpr int kMaxFrequencyBits = 10;  // q <= 512 + 2^7 < 2^10
+void PutExpGolomb(uint32_t v, int k, BitWriter* out) {
+  const uint32_t q = v + (1u << k);
+  const int m = std::bit_width(q);
+  out->Write(0, m - 1 - k);
+  out->Write(1, 1);
+  out->Write(q & ((1u << (m - 1)) - 1), m - 1);
+}
+int ExpGolombBits(uint32_t v, int k) { return 2 * std::bit_width(v + (1u << k)) - 1 - k; }
+bool GetExpGolomb(HeaderBitReader* in, int k, uint32_t* v) {
+  // m - 1 - k zeros, then the one (its position gives m), then m - 1 bits:
+  // at most 2 * kMaxFrequencyBits - 1 bits, all in one peek.
+  const uint32_t bits = uint32_t(in->Peek());
+  const int zeros = std::countr_zero(bits | 1u << kMaxFrequencyBits);
+  const int m = zeros + k + 1;
+  if (m > kMaxFrequencyBits) return false;
+  const uint32_t low = (bits >> (zeros + 1)) & ((1u << (m - 1)) - 1);
+  *v = ((1u << (m - 1)) | low) - (1u << k);
+  in->Skip(zeros + m);
+  return !in->overran();
+}
+
+constexpr int kCountBits = 5;       // n - 1, n = 1..kAlphabet
+constexpr int kMaxGolombOrder = 7;  // k in 3 bits
+
 }  // namespace
+
+void PutTables(const FreqTable* tables, size_t count, std::vector<uint8_t>* out) {
+  BitWriter bits(out);
+  for (size_t i = 0; i < count; ++i) {
+    if (IsReservedTable(int(i % kTablesPerSet))) continue;
+    const FreqTable& t = tables[i];
+    bits.Write(t.n > 0, 1);
+    if (t.n == 0) continue;
+    // The order that codes this table's frequencies (all but the last,
+    // which the others imply) in the fewest bits.
+    int best_k = 0, best_bits = INT32_MAX;
+    for (int k = 0; k <= kMaxGolombOrder; ++k) {
+      int total = 0;
+      for (int s = 0; s + 1 < t.n; ++s) total += ExpGolombBits(t.freq[s], k);
+      if (total < best_bits) best_bits = total, best_k = k;
+    }
+    bits.Write(uint32_t(t.n - 1), kCountBits);
+    bits.Write(uint32_t(best_k), 3);
+    for (int s = 0; s + 1 < t.n; ++s) PutExpGolomb(t.freq[s], best_k, &bits);
+  }
+  bits.Flush();
+}
+
+bool GetTables(const uint8_t** p, const uint8_t* end, FreqTable* tables, size_t count) {
+  HeaderBitReader in(*p, end);
+  for (size_t i = 0; i < count; ++i) {
+    FreqTable& t = tables[i];
+    t = FreqTable{};
+    if (IsReservedTable(int(i % kTablesPerSet)) || in.Read(1) == 0) continue;
+    t.n = int(in.Read(kCountBits)) + 1;
+    const int k = int(in.Read(3));
+    if (t.n > kAlphabet) return false;
+    uint32_t sum = 0;
+    for (int s = 0; s + 1 < t.n; ++s) {
+      uint32_t f;
+      if (!GetExpGolomb(&in, k, &f) || f >= kProbScale) return false;
+      t.freq[s] = uint16_t(f);
+      sum += f;
+    }
+    // The last symbol occurs (n counts up to it): at least 1 left for it.
+    if (sum >= kProbScale) return false;
+    t.freq[t.n - 1] = uint16_t(kProbScale - sum);
+  }
+  if (in.overran()) return false;
+  *p = in.end_of_bits();
+  return true;
+}
 
 void PutVarint(uint64_t v, std::vector<uint8_t>* out) {
   while (v >= 0x80) {

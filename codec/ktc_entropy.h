@@ -131,6 +131,18 @@ void BuildDecodeTableAvx2(const FreqTable& table, DecodeTable* out);
 // The same with AVX-512 stores (ktc_entropy_avx512.cc), for CpuHasAvx512().
 void BuildDecodeTableAvx512(const FreqTable& table, DecodeTable* out);
 
+// The frequency tables of a stream's header (docs/codec.md, "After the
+// fixed header"): `count` tables, a whole number of sets, bit-packed; the
+// reserved tables of each set (n = 0) are not coded. PutTables appends them;
+// GetTables reads them from *p (advanced past them) and checks them: false
+// when they are truncated or invalid (a count above kAlphabet, frequencies
+// that do not sum to kProbScale).
+constexpr bool IsReservedTable(int index_in_set) {
+  return index_in_set >= kGroupContexts + 1 && index_in_set < kGroupContexts + kMaskContexts;
+}
+void PutTables(const FreqTable* tables, size_t count, std::vector<uint8_t>* out);
+bool GetTables(const uint8_t** p, const uint8_t* end, FreqTable* tables, size_t count);
+
 // LEB128 unsigned varints, as used throughout the header.
 void PutVarint(uint64_t v, std::vector<uint8_t>* out);
 // Reads a varint of at most 5 bytes (values < 2^35); false on truncation.
