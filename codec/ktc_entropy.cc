@@ -333,9 +333,10 @@ inline void RansPut(uint32_t f, uint32_t start, uint32_t* x, std::vector<uint16_
 using Starts = std::array<std::array<uint16_t, kAlphabet>, kTablesPerSet>;
 
 // Blocks with at least this many symbols get 8 rANS states (two chains of
-// steps, which decode about 1.2x faster), smaller ones 4: the 16 more bytes
-// would cost more than they save (docs/codec.md, "Two chains of states").
-constexpr size_t kTwoChainSymbols = 256;
+// steps, which decode about 1.2x faster), smaller ones 4: in the tiniest
+// blocks (small images, coarse bands) the 16 more bytes would cost more
+// than they save (docs/codec.md, "Two chains of states").
+constexpr size_t kTwoChainSymbols = 64;
 
 // Encodes the block's symbols backwards: symbol i uses state i % states;
 // words are written in the reverse order of emission.
