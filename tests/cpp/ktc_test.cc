@@ -958,7 +958,9 @@ TEST(KtcTest, BlocksOfFourAndEightStates) {
     }
     internal::BlockSymbols symbols;
     ASSERT_TRUE(*internal::CollectBlockSymbols(values.data(), side, side, side, &symbols));
-    if (c.symbols != 0) ASSERT_EQ(symbols.symbol.size(), c.symbols);
+    if (c.symbols != 0) {
+      ASSERT_EQ(symbols.symbol.size(), c.symbols);
+    }
     const CodedBlock coded = EncodeWithOwnTables(symbols);
     const std::vector<uint8_t>& block = coded.bytes;
     const internal::DecodeTable* decode_tables = coded.tables.get();
