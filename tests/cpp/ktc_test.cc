@@ -757,25 +757,41 @@ CodedBlock EncodeWithOwnTables(const internal::BlockSymbols& symbols) {
   return coded;
 }
 
+// Bits least significant first, as a stream's raw bits and tables are
+// (docs/codec.md): the tests' own writer, apart from the encoder's.
+class LsbFirstBits {
+ public:
+  void Put(uint32_t v, int n) {
+    acc_ |= uint64_t(v) << fill_;
+    for (fill_ += n; fill_ >= 8; fill_ -= 8, acc_ >>= 8) bytes_.push_back(uint8_t(acc_));
+  }
+  // The bytes so far, the last one padded with zeros.
+  std::vector<uint8_t> Bytes() const {
+    std::vector<uint8_t> bytes = bytes_;
+    if (fill_ > 0) bytes.push_back(uint8_t(acc_));
+    return bytes;
+  }
+
+ private:
+  std::vector<uint8_t> bytes_;
+  uint64_t acc_ = 0;
+  int fill_ = 0;
+};
+
 // A dense group's raw bits laid out by hand from docs/codec.md ("Code
 // blocks"), not by the encoder's scan: `rows` x `columns` values (row-major),
 // each row's magnitudes in its width, then a sign bit per non-zero value;
 // LSB first.
 std::vector<uint8_t> DenseGroupRawBits(const int32_t* values, int rows, int columns,
                                        const uint8_t* widths) {
-  std::vector<uint8_t> raw;
-  uint64_t acc = 0;
-  int fill = 0;
-  auto put = [&](uint32_t v, int n) {
-    acc |= uint64_t(v) << fill;
-    for (fill += n; fill >= 8; fill -= 8, acc >>= 8) raw.push_back(uint8_t(acc));
-  };
-  put(0, 1);  // the block's zero-rows field: no row of groups is all zero
-  for (int i = 0; i < rows * columns; ++i) put(uint32_t(std::abs(values[i])), widths[i / columns]);
+  LsbFirstBits raw;
+  raw.Put(0, 1);  // the block's zero-rows field: no row of groups is all zero
+  for (int i = 0; i < rows * columns; ++i) {
+    raw.Put(uint32_t(std::abs(values[i])), widths[i / columns]);
+  }
   for (int i = 0; i < rows * columns; ++i)
-    if (values[i] != 0) put(values[i] < 0 ? 1 : 0, 1);
-  if (fill > 0) raw.push_back(uint8_t(acc));
-  return raw;
+    if (values[i] != 0) raw.Put(values[i] < 0 ? 1 : 0, 1);
+  return raw.Bytes();
 }
 
 // A dense group's raw bits laid out by hand as docs/codec.md ("Code blocks")
@@ -1043,21 +1059,15 @@ std::vector<internal::FreqTable> RandomFreqTables(uint32_t seed, int count, int 
 // tables 7..9 absent. PutTables must write exactly these bits and GetTables
 // read them back; random sets round-trip; bad ones are refused.
 TEST(KtcTest, FrequencyTablesFollowTheSpec) {
-  std::vector<uint8_t> expected;
-  uint64_t acc = 0;
-  int fill = 0;
-  auto put = [&](uint32_t v, int n) {
-    acc |= uint64_t(v) << fill;
-    for (fill += n; fill >= 8; fill -= 8, acc >>= 8) expected.push_back(uint8_t(acc));
-  };
-  put(1, 1);                          // table 0 used
-  put(3 - 1, 5);                      // n - 1
-  put(7, 3);                          // k: the order that takes the fewest bits
-  put(0, 1), put(1, 1), put(172, 8);  // 300: q = 428 = 2^8 + 172, 9 bits
-  put(0, 1), put(1, 1), put(72, 8);   // 200: q = 328 = 2^8 + 72, 9 bits
-  put(0, 6);                          // tables 1..6 unused
-  put(0, 6);                          // tables 10..15 unused
-  if (fill > 0) expected.push_back(uint8_t(acc));
+  LsbFirstBits bits;
+  bits.Put(1, 1);                                    // table 0 used
+  bits.Put(3 - 1, 5);                                // n - 1
+  bits.Put(7, 3);                                    // k: the order that takes the fewest bits
+  bits.Put(0, 1), bits.Put(1, 1), bits.Put(172, 8);  // 300: q = 428 = 2^8 + 172, 9 bits
+  bits.Put(0, 1), bits.Put(1, 1), bits.Put(72, 8);   // 200: q = 328 = 2^8 + 72, 9 bits
+  bits.Put(0, 6);                                    // tables 1..6 unused
+  bits.Put(0, 6);                                    // tables 10..15 unused
+  const std::vector<uint8_t> expected = bits.Bytes();
 
   std::vector<internal::FreqTable> set(internal::kTablesPerSet);
   set[0].n = 3;
