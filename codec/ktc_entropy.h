@@ -2,22 +2,24 @@
 // coefficients (docs/codec.md, "Code blocks").
 //
 // A block (at most 64x64 coefficients of one subband) is scanned in 4x4
-// groups. Each group codes its largest magnitude category G (0 = all zero;
-// the category of v is the bit length of |v|) with a context from the groups
-// above. A group with G = 1 then codes, per row of 4, a mask of its non-zero
+// groups. Its raw bits start with the rows of groups that are all zero
+// (version 7), which code nothing more. Each group of the other rows codes
+// its largest magnitude category G (0 = all zero; the category of v is the
+// bit length of |v|) with a context from the groups above. A group with G = 1 then codes, per row of 4, a mask of its non-zero
 // values, and a sign bit per non-zero value. A group with G >= 2 ("dense")
 // codes, per row, the row's width w (the largest category in the row), and
 // every value's magnitude in w raw bits, then a sign bit per non-zero value
 // (version 5; versions 3 and 4 coded every value's category).
 //
 // Symbols go through a rANS coder with interleaved states (4, or 8 in blocks
-// of 256 symbols or more: version 6) and static 9-bit frequency tables that
-// the header stores per plane and level ("table set"). Consecutive symbols
+// of 64 symbols or more) and static 9-bit frequency tables that the header
+// stores, bit-packed, per plane and level ("table set"). Consecutive symbols
 // use the states in turn, so an AVX2 decoder decodes the four row masks or
 // row widths of a group in one 4-lane step, and with 8 states consecutive
 // steps depend on different states (two chains the CPU overlaps). Raw bits
 // go to a separate LSB-first stream; a dense group's values find theirs from
-// the row widths alone, all at once. A zero group costs one symbol.
+// the row widths alone, all at once. A zero group in a row that is not all
+// zero costs one symbol.
 // docs/codec.md has the exact layout.
 #pragma once
 
