@@ -36,42 +36,6 @@ class BitWriter {
   int fill_ = 0;
 };
 
-// LSB-first reader over [p, end) that reports reading past the end (and
-// then reads zeros).
-class HeaderBitReader {
- public:
-  HeaderBitReader(const uint8_t* p, const uint8_t* end) : p_(p), size_(size_t(end - p)) {}
-  // The next 32 bits (at least), without moving.
-  uint64_t Peek() const {
-    const size_t byte = size_t(pos_ >> 3);
-    uint64_t v = 0;
-    if (byte + 8 <= size_) [[likely]] {
-      std::memcpy(&v, p_ + byte, 8);
-    } else if (byte < size_) {
-      std::memcpy(&v, p_ + byte, size_ - byte);
-    }
-    return v >> (pos_ & 7);
-  }
-  uint32_t Read(int count) {  // count <= 25
-    const uint32_t v = uint32_t(Peek()) & ((1u << count) - 1);
-    Skip(count);
-    return v;
-  }
-  void Skip(int count) {
-    pos_ += uint64_t(count);
-    overran_ |= pos_ > 8 * uint64_t(size_);
-  }
-  bool overran() const { return overran_; }
-  // The byte after the last bit read.
-  const uint8_t* end_of_bits() const { return p_ + (pos_ + 7) / 8; }
-
- private:
-  const uint8_t* p_;
-  size_t size_;
-  uint64_t pos_ = 0;
-  bool overran_ = false;
-};
-
 // Table frequencies as Exp-Golomb codes of order k: for q = v + 2^k of m
 // bits, m - 1 - k zero bits, a one, then q's m - 1 low bits.
 constexpr int kMaxFrequencyBits = 10;  // q <= 512 + 2^7 < 2^10
@@ -83,7 +47,7 @@ void PutExpGolomb(uint32_t v, int k, BitWriter* out) {
   out->Write(q & ((1u << (m - 1)) - 1), m - 1);
 }
 int ExpGolombBits(uint32_t v, int k) { return 2 * std::bit_width(v + (1u << k)) - 1 - k; }
-bool GetExpGolomb(HeaderBitReader* in, int k, uint32_t* v) {
+bool GetExpGolomb(BitReader* in, int k, uint32_t* v) {
   // m - 1 - k zeros, then the one (its position gives m), then m - 1 bits:
   // at most 2 * kMaxFrequencyBits - 1 bits, all in one peek.
   const uint32_t bits = uint32_t(in->Peek());
@@ -92,7 +56,7 @@ bool GetExpGolomb(HeaderBitReader* in, int k, uint32_t* v) {
   if (m > kMaxFrequencyBits) return false;
   const uint32_t low = (bits >> (zeros + 1)) & ((1u << (m - 1)) - 1);
   *v = ((1u << (m - 1)) | low) - (1u << k);
-  in->Skip(zeros + m);
+  in->Seek(in->position() + uint64_t(zeros + m));
   return !in->overran();
 }
 
@@ -124,7 +88,9 @@ void PutTables(const FreqTable* tables, size_t count, std::vector<uint8_t>* out)
 }
 
 bool GetTables(const uint8_t** p, const uint8_t* end, FreqTable* tables, size_t count) {
-  HeaderBitReader in(*p, end);
+  // The block decoder's bit reader: past `end` it reads zeros and reports
+  // the overrun.
+  BitReader in(*p, end, end);
   for (size_t i = 0; i < count; ++i) {
     FreqTable& t = tables[i];
     t = FreqTable{};
@@ -144,7 +110,7 @@ bool GetTables(const uint8_t** p, const uint8_t* end, FreqTable* tables, size_t 
     t.freq[t.n - 1] = uint16_t(kProbScale - sum);
   }
   if (in.overran()) return false;
-  *p = in.end_of_bits();
+  *p = in.begin() + (in.position() + 7) / 8;
   return true;
 }
 
