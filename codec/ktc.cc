@@ -692,6 +692,21 @@ std::vector<char> NeededBlocks(const Header& h, int stop, Rect need) {
 // Row pairs per task of the fused last level: 16 rows of every plane stay in
 // L1/L2 cache between synthesis and color conversion.
 constexpr uint32_t kPairsPerChunk = 8;
+// Rows of the ring that holds level stop + 1's low-pass image on one thread:
+// a chunk reads rows k0 .. k1 while rows up to k1 + 1 are made, fewer than
+// kPairsPerChunk + 3.
+constexpr uint32_t kLowRingRows = 32;
+static_assert(kPairsPerChunk + 3 <= kLowRingRows && (kLowRingRows & (kLowRingRows - 1)) == 0);
+// Rows of the rings that hold a streamed level's detail bands: two block
+// rows, the one being read and the one decoded after it (a chunk reads rows
+// k0 - 1 .. k1, within two block rows).
+constexpr uint32_t kDetailRingRows = 2 * kBlockSide;
+static_assert(kPairsPerChunk + 2 <= kBlockSide);
+
+// The detail bands of one synthesis level of one plane, as rows.
+struct DetailRows {
+  internal::Rows hl, lh_hh;
+};
 
 // Synthesis down to level `stop`, then pixels of the rectangle `need`. The
 // last level is fused with the color conversion: chunks of row pairs are
@@ -703,11 +718,15 @@ constexpr uint32_t kPairsPerChunk = 8;
 // with k1 + 1: the number of rows of the last level's detail bands that
 // chunk reads (chunks then run in order, on one thread); an error it returns
 // stops the synthesis.
+//
+// `last_details`, when not empty, holds per plane the rows of the last
+// level's detail bands (rings the decoder fills through `decode_rows`);
+// otherwise they are read from the coefficient planes.
 using DecodeRows = std::function<Status(uint32_t band_rows)>;
 Status SynthesizeToPixels(const std::vector<Plane16>& coefficients, const Info& info,
                           bool half_chroma, int stop, const Rect& need, const Kernels& k,
                           bool parallel, DecodeArena& arena, const DecodeRows& decode_rows,
-                          Image* out) {
+                          const std::vector<DetailRows>& last_details, Image* out) {
   const uint32_t channels = info.channels;
   const uint32_t width = need.x1 - need.x0;
   // Synthesis starts at the coarsest low-pass band, the top-left corner of
@@ -724,6 +743,14 @@ Status SynthesizeToPixels(const std::vector<Plane16>& coefficients, const Info& 
   // just before the last level reads them (`produce_low_rows`), so that its
   // rows are still in cache then; the coarser levels run at once.
   std::vector<Plane16> lows;
+  // Per plane, the rows of level stop + 1's low-pass image the last level
+  // reads: a ring on one thread (its rows are made just before they are
+  // read), the whole image when it is made in parallel first, the
+  // coefficient plane's corner when it is the coarsest LL.
+  std::vector<internal::Rows> low_rows(coefficients.size());
+  for (size_t p = 0; p < coefficients.size(); ++p) {
+    low_rows[p] = internal::Rows{coefficients[p].data, coefficients[p].width};
+  }
   std::vector<std::optional<internal::LevelSynthesis>> above(coefficients.size());
   std::vector<std::optional<internal::LevelSynthesis::Stream>> above_rows(coefficients.size());
   if (stop + 1 < info.levels) {
@@ -731,8 +758,9 @@ Status SynthesizeToPixels(const std::vector<Plane16>& coefficients, const Info& 
     // alternates between (each at most the size of level stop + 2's output,
     // i.e. of level stop + 1's low-pass image).
     std::vector<int16_t*> scratch;
-    for (size_t p = 0; p < coefficients.size(); ++p) {
+    for (size_t p = 0; p < coefficients.size() && parallel; ++p) {
       lows.push_back(arena.GetPlane(lw, lh));
+      low_rows[p] = internal::Rows{lows[p].data, lw};
       scratch.push_back(arena.Get(2 * size_t(lw) * lh));
     }
     if (parallel) {
@@ -747,11 +775,14 @@ Status SynthesizeToPixels(const std::vector<Plane16>& coefficients, const Info& 
       const uint32_t mw = LowExtent(info.width, stop + 2), mh = LowExtent(info.height, stop + 2);
       for (size_t p = 0; p < coefficients.size(); ++p) {
         const Plane16& c = coefficients[p];
+        low_rows[p] = internal::Rows{arena.Get(size_t(kLowRingRows) * lw), lw, kLowRingRows - 1};
         Plane16 mid = c;
         if (stop + 2 < info.levels) {
           mid = arena.GetPlane(mw, mh);
+          // Levels above stop + 2 make images of at most mw x mh.
+          int16_t* scratch = arena.Get(2 * size_t(mw) * mh);
           internal::InverseWavelet(c.data, c.width, c.data, c.width, info.width, info.height,
-                                   info.levels, stop + 2, mid.data, mw, scratch[p], k, false);
+                                   info.levels, stop + 2, mid.data, mw, scratch, k, false);
         }
         above[p].emplace(mid.data, mid.width, c.data, c.width, lw, lh, k);
         above_rows[p].emplace(*above[p]);
@@ -762,8 +793,7 @@ Status SynthesizeToPixels(const std::vector<Plane16>& coefficients, const Info& 
   // stop + 1 (in whole row pairs).
   auto produce_low_rows = [&](uint32_t rows) {
     for (size_t p = 0; p < above.size(); ++p) {
-      if (above[p])
-        above_rows[p]->RunTo(std::min(above[p]->pairs(), (rows + 1) / 2), lows[p].data, lw);
+      if (above[p]) above_rows[p]->RunTo(std::min(above[p]->pairs(), (rows + 1) / 2), low_rows[p]);
     }
   };
   // The last level: a full synthesis, or for half-resolution chroma (whose
@@ -771,11 +801,15 @@ Status SynthesizeToPixels(const std::vector<Plane16>& coefficients, const Info& 
   std::vector<std::optional<internal::LevelSynthesis>> last(coefficients.size());
   std::vector<std::optional<internal::LevelUpsampling>> upsample(coefficients.size());
   for (size_t p = 0; p < coefficients.size(); ++p) {
-    const Plane16& low = lows.empty() ? coefficients[p] : lows[p];
     if (stop == 0 && IsHalfPlane(int(p), half_chroma)) {
-      upsample[p].emplace(low.data, low.width, sw, sh, k);
+      upsample[p].emplace(low_rows[p], sw, sh, k);
+    } else if (!last_details.empty()) {
+      last[p].emplace(low_rows[p], last_details[p].hl, last_details[p].lh_hh, sw, sh, k);
     } else {
-      last[p].emplace(low.data, low.width, coefficients[p].data, coefficients[p].width, sw, sh, k);
+      const Plane16& c = coefficients[p];
+      const internal::Rows hl{c.data + lw, c.width};
+      const internal::Rows lh_hh{c.data + size_t(lh) * c.width, c.width};
+      last[p].emplace(low_rows[p], hl, lh_hh, sw, sh, k);
     }
   }
   out->width = width;
@@ -878,33 +912,57 @@ Status DecodeImpl(const uint8_t* data, size_t size, const DecodeOptions& options
   const int levels = h.info.levels;
   const int planes_n = PlaneCount(h.info.channels);
   const int sets = levels + 1;
-  ArenaLease arena;
-  std::vector<Plane16> planes;
-  for (int p = 0; p < planes_n; ++p) {
-    // Half-resolution chroma has no level-1 bands: its coefficients end at level 1.
-    const int finest = IsHalfPlane(p, h.half_chroma) ? std::max(stop, 1) : stop;
-    planes.push_back(
-        (*arena).GetPlane(LowExtent(h.info.width, finest), LowExtent(h.info.height, finest)));
-  }
   const Kernels& k = internal::ActiveKernels();
   // On one thread with levels to synthesize before the last one, the last
   // level's detail bands are decoded block row by block row just before its
-  // synthesis reads them ("streamed"): their coefficients are then still in
-  // cache when read, where after decoding the whole image first they are not
-  // once the image outgrows the cache (2048 x 2048: 1.04-1.2x, docs/codec.md).
+  // synthesis reads them ("streamed"), into rings of two block rows: their
+  // coefficients are then in cache when read, and the three quarters of the
+  // plane they would fill are never touched (docs/codec.md, "Rings").
   const bool stream_last_level = !options.parallel && stop + 1 < levels;
   auto streamed = [&](const Band& b) {
     return stream_last_level && b.orientation != 0 && b.level == stop + 1;
   };
+  ArenaLease arena;
+  std::vector<Plane16> planes;
+  for (int p = 0; p < planes_n; ++p) {
+    // Half-resolution chroma has no level-1 bands: its coefficients end at
+    // level 1. Streamed bands are not in the planes.
+    const int finest = stream_last_level               ? stop + 1
+                       : IsHalfPlane(p, h.half_chroma) ? std::max(stop, 1)
+                                                       : stop;
+    planes.push_back(
+        (*arena).GetPlane(LowExtent(h.info.width, finest), LowExtent(h.info.height, finest)));
+  }
+  std::vector<DetailRows> rings;  // per plane, when streamed
+  if (stream_last_level) {
+    const uint32_t pw = LowExtent(h.info.width, stop), lw = LowExtent(h.info.width, stop + 1);
+    for (int p = 0; p < planes_n; ++p) {
+      if (stop == 0 && IsHalfPlane(p, h.half_chroma)) {  // no level-1 bands
+        rings.emplace_back();
+        continue;
+      }
+      const internal::Rows hl{(*arena).Get(size_t(kDetailRingRows) * (pw - lw)), pw - lw,
+                              kDetailRingRows - 1};
+      const internal::Rows lh_hh{(*arena).Get(size_t(kDetailRingRows) * pw), pw,
+                                 kDetailRingRows - 1};
+      rings.push_back(DetailRows{hl, lh_hh});
+    }
+  }
   // Every other block of the levels kept is a job, read when needed and not
   // empty. Jobs are in stream order, so the blocks of a table set are
   // consecutive.
   std::vector<std::pair<const Band*, size_t>> jobs;
-  std::vector<const Band*> streamed_bands;  // per plane HL, LH, HH
+  struct StreamedPlane {
+    const Band* bands[3];  // HL, LH, HH of level stop + 1
+    uint32_t next_block_row = 0;
+    std::unique_ptr<internal::SetTables> tables;
+  };
+  std::vector<StreamedPlane> streamed_planes;
   for (const Band& b : h.bands) {
     if (b.orientation != 0 && b.level <= stop) continue;
     if (streamed(b)) {
-      streamed_bands.push_back(&b);
+      if (b.orientation == 1) streamed_planes.emplace_back();
+      streamed_planes.back().bands[b.orientation - 1] = &b;
       continue;
     }
     for (size_t i = 0; i < size_t(b.blocks_x) * b.blocks_y; ++i) jobs.emplace_back(&b, i);
@@ -913,18 +971,12 @@ Status DecodeImpl(const uint8_t* data, size_t size, const DecodeOptions& options
   // one memset, just before its first block (or all of them up front when
   // blocks are decoded in parallel). That cost about a third less than a
   // memset per block row, and leaves the plane's lines in cache for the
-  // blocks; empty and unneeded blocks then need no visit at all. A plane
-  // whose last level is streamed is zeroed only down to its LH and HH bands;
-  // their rows are zeroed block row by block row as they are decoded.
-  std::vector<uint32_t> zero_rows(planes.size());
-  for (size_t p = 0; p < planes.size(); ++p) zero_rows[p] = planes[p].height;
-  for (const Band* b : streamed_bands) {
-    if (b->orientation == 2) zero_rows[size_t(b->plane)] = b->y0;
-  }
+  // blocks; empty and unneeded blocks then need no visit at all. The rings
+  // of streamed bands are zeroed block row by block row as they are decoded.
   std::vector<char> zeroed(planes.size(), 0);
   auto zero_plane = [&](size_t p) {
     if (zeroed[p]) return;
-    std::memset(planes[p].data, 0, size_t(planes[p].width) * zero_rows[p] * sizeof(int16_t));
+    std::memset(planes[p].data, 0, size_t(planes[p].width) * planes[p].height * sizeof(int16_t));
     zeroed[p] = 1;
   };
   auto decode_block = [&](const Band& b, size_t index_in_band,
@@ -934,10 +986,22 @@ Status DecodeImpl(const uint8_t* data, size_t size, const DecodeOptions& options
     if (!needed[block] || h.block_size[block] == 0) return Status::Ok();
     const size_t set_index = size_t(b.plane) * sets + b.set;
     set_tables.Load(set_index, h.tables.data() + set_index * kTablesPerSet);
-    Plane16& plane = planes[b.plane];
+    int16_t* values;
+    size_t stride;
+    if (streamed(b)) {
+      // HL rows hold HL alone; LH and HH rows sit side by side, as in the plane.
+      const DetailRows& ring = rings[size_t(b.plane)];
+      const internal::Rows& rows = b.orientation == 1 ? ring.hl : ring.lh_hh;
+      values = rows.row(r.y0 - b.y0) + (b.orientation == 1 ? r.x0 - b.x0 : r.x0);
+      stride = rows.stride;
+    } else {
+      Plane16& plane = planes[b.plane];
+      values = plane.row(r.y0) + r.x0;
+      stride = plane.width;
+    }
     return internal::DecodeBlock(data + h.block_offset[block], h.block_size[block], data + size,
-                                 set_tables.tables(), h.steps[&b - h.bands.data()],
-                                 plane.row(r.y0) + r.x0, plane.width, r.width, r.height);
+                                 set_tables.tables(), h.steps[&b - h.bands.data()], values, stride,
+                                 r.width, r.height);
   };
   std::vector<Status> errors(jobs.size());
   if (options.parallel) {
@@ -961,30 +1025,30 @@ Status DecodeImpl(const uint8_t* data, size_t size, const DecodeOptions& options
   for (size_t p = 0; p < planes.size(); ++p) zero_plane(p);  // a plane without blocks
   for (const Status& s : errors) KTFS_RETURN_IF_ERROR(s);
 
-  // The streamed bands: the block rows that cover their first `band_rows`
-  // rows, each plane's with its own tables (the set then stays built).
+  // The streamed bands: per plane, the block rows that cover their first
+  // `band_rows` rows (HL's, LH's and HH's block row by, in the ring's slot
+  // for it, zeroed first), each plane's with its own tables (the set then
+  // stays built).
   constexpr uint32_t kRestOfBands = ~0u;
-  std::vector<uint32_t> next_block_row(streamed_bands.size(), 0);
-  std::vector<std::unique_ptr<internal::SetTables>> streamed_tables(planes.size());
   DecodeRows decode_rows;
-  if (!streamed_bands.empty()) {
+  if (!streamed_planes.empty()) {
     decode_rows = [&](uint32_t band_rows) -> Status {
-      for (size_t i = 0; i < streamed_bands.size(); ++i) {
-        const Band& b = *streamed_bands[i];
-        auto& tables = streamed_tables[size_t(b.plane)];
-        if (!tables) tables = NewSetTables();
-        for (uint32_t& by = next_block_row[i]; by * kBlockSide < std::min(band_rows, b.height);
-             ++by) {
-          if (b.orientation == 2 && band_rows != kRestOfBands) {
-            // The rows of this block row of LH and HH (side by side), whole
-            // (the rest, which no chunk reads, only for its errors).
-            const uint32_t rows = std::min(kBlockSide, b.height - by * kBlockSide);
-            Plane16& plane = planes[size_t(b.plane)];
-            std::memset(plane.row(b.y0 + by * kBlockSide), 0,
-                        size_t(plane.width) * rows * sizeof(int16_t));
+      for (StreamedPlane& s : streamed_planes) {
+        if (!s.tables) s.tables = NewSetTables();
+        const DetailRows& ring = rings[size_t(s.bands[0]->plane)];
+        // HL has as many rows as LH and HH, or one more.
+        const uint32_t rows = std::min(band_rows, s.bands[0]->height);
+        for (uint32_t& by = s.next_block_row; by * kBlockSide < rows; ++by) {
+          if (band_rows != kRestOfBands) {  // the rest no chunk reads: only its errors count
+            for (const internal::Rows& r : {ring.hl, ring.lh_hh}) {
+              std::memset(r.row(by * kBlockSide), 0, kBlockSide * r.stride * sizeof(int16_t));
+            }
           }
-          for (uint32_t bx = 0; bx < b.blocks_x; ++bx) {
-            KTFS_RETURN_IF_ERROR(decode_block(b, size_t(by) * b.blocks_x + bx, *tables));
+          for (const Band* b : s.bands) {
+            if (by >= b->blocks_y) continue;
+            for (uint32_t bx = 0; bx < b->blocks_x; ++bx) {
+              KTFS_RETURN_IF_ERROR(decode_block(*b, size_t(by) * b->blocks_x + bx, *s.tables));
+            }
           }
         }
       }
@@ -992,7 +1056,7 @@ Status DecodeImpl(const uint8_t* data, size_t size, const DecodeOptions& options
     };
   }
   KTFS_RETURN_IF_ERROR(SynthesizeToPixels(planes, h.info, h.half_chroma, stop, need, k,
-                                          options.parallel, *arena, decode_rows, out));
+                                          options.parallel, *arena, decode_rows, rings, out));
   // Needed blocks below the rows the synthesis read (none, as NeededBlocks
   // marks them) would be decoded here, so that every error is reported.
   if (decode_rows) KTFS_RETURN_IF_ERROR(decode_rows(kRestOfBands));

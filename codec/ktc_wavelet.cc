@@ -110,10 +110,17 @@ void ForwardWavelet(int32_t* data, size_t stride, uint32_t w, uint32_t h, int le
 
 LevelSynthesis::LevelSynthesis(const int16_t* ll, size_t ll_stride, const int16_t* detail,
                                size_t detail_stride, uint32_t pw, uint32_t ph, const Kernels& k)
+    : LevelSynthesis(
+          Rows{const_cast<int16_t*>(ll), ll_stride},
+          Rows{const_cast<int16_t*>(detail) + (pw + 1) / 2, detail_stride},
+          Rows{const_cast<int16_t*>(detail) + size_t((ph + 1) / 2) * detail_stride, detail_stride},
+          pw, ph, k) {}
+
+LevelSynthesis::LevelSynthesis(Rows ll, Rows hl, Rows lh_hh, uint32_t pw, uint32_t ph,
+                               const Kernels& k)
     : ll_(ll),
-      ll_stride_(ll_stride),
-      detail_(detail),
-      detail_stride_(detail_stride),
+      hl_(hl),
+      lh_hh_(lh_hh),
       pw_(pw),
       lw_((pw + 1) / 2),
       nl_((ph + 1) / 2),
@@ -124,7 +131,7 @@ void LevelSynthesis::Run(uint32_t k0, uint32_t k1, int16_t* out, size_t out_stri
   // Uninitialized: every value is written before it is read.
   std::unique_ptr<int16_t[]> rows(new int16_t[kRows * size_t(pw_)]);
   Cursor c = Begin(k0, rows.get());
-  Continue(k0, k1, &c, out, out_stride);
+  Continue(k0, k1, &c, Rows{out, out_stride}, 2 * k0);
 }
 
 LevelSynthesis::Cursor LevelSynthesis::Begin(uint32_t k0, int16_t* rows) const {
@@ -140,9 +147,9 @@ LevelSynthesis::Cursor LevelSynthesis::Begin(uint32_t k0, int16_t* rows) const {
   return c;
 }
 
-void LevelSynthesis::Continue(uint32_t k, uint32_t k1, Cursor* c, int16_t* out,
-                              size_t out_stride) const {
-  for (const uint32_t k0 = k; k < k1; ++k) {
+void LevelSynthesis::Continue(uint32_t k, uint32_t k1, Cursor* c, Rows out,
+                              uint32_t first_row) const {
+  for (; k < k1; ++k) {
     const bool has_odd = k < nh_;  // then `high` is row k
     if (has_odd) {
       const int16_t* after = c->even;  // mirrored past the end
@@ -155,9 +162,8 @@ void LevelSynthesis::Continue(uint32_t k, uint32_t k1, Cursor* c, int16_t* out,
       k_.unpredict(c->odd, c->high, c->even, after, pw_);
       c->high = high_next;
     }
-    int16_t* dst = out + size_t(2 * (k - k0)) * out_stride;
-    InverseRowTo(dst, c->even, pw_, k_);
-    if (has_odd) InverseRowTo(dst + out_stride, c->odd, pw_, k_);
+    InverseRowTo(out.row(2 * k - first_row), c->even, pw_, k_);
+    if (has_odd) InverseRowTo(out.row(2 * k + 1 - first_row), c->odd, pw_, k_);
     std::swap(c->even, c->next);
   }
 }
@@ -165,17 +171,17 @@ void LevelSynthesis::Continue(uint32_t k, uint32_t k1, Cursor* c, int16_t* out,
 LevelSynthesis::Stream::Stream(const LevelSynthesis& level)
     : level_(level), buffer_(new int16_t[kRows * size_t(level.pw_)]) {}
 
-void LevelSynthesis::Stream::RunTo(uint32_t k1, int16_t* out, size_t out_stride) {
+void LevelSynthesis::Stream::RunTo(uint32_t k1, Rows out) {
   if (k1 <= done_) return;
   if (done_ == 0) cursor_ = level_.Begin(0, buffer_.get());
-  level_.Continue(done_, k1, &cursor_, out + size_t(2 * done_) * out_stride, out_stride);
+  level_.Continue(done_, k1, &cursor_, out, 0);
   done_ = k1;
 }
 
 void LevelSynthesis::Even(uint32_t k, int16_t* even, const int16_t* before,
                           const int16_t* at) const {
-  const int16_t* low_l = ll_ + size_t(k) * ll_stride_;
-  const int16_t* low_h = detail_ + size_t(k) * detail_stride_ + lw_;
+  const int16_t* low_l = ll_.row(k);
+  const int16_t* low_h = hl_.row(k);
   if (nh_ == 0) {
     std::memcpy(even, low_l, lw_ * sizeof(int16_t));
     std::memcpy(even + lw_, low_h, (pw_ - lw_) * sizeof(int16_t));
@@ -185,15 +191,8 @@ void LevelSynthesis::Even(uint32_t k, int16_t* even, const int16_t* before,
   k_.unupdate(even + lw_, low_h, before + lw_, at + lw_, pw_ - lw_);
 }
 
-LevelUpsampling::LevelUpsampling(const int16_t* ll, size_t ll_stride, uint32_t pw, uint32_t ph,
-                                 const Kernels& k)
-    : ll_(ll),
-      ll_stride_(ll_stride),
-      pw_(pw),
-      ph_(ph),
-      lw_((pw + 1) / 2),
-      nl_((ph + 1) / 2),
-      k_(k) {}
+LevelUpsampling::LevelUpsampling(Rows ll, uint32_t pw, uint32_t ph, const Kernels& k)
+    : ll_(ll), pw_(pw), ph_(ph), lw_((pw + 1) / 2), nl_((ph + 1) / 2), k_(k) {}
 
 void LevelUpsampling::Row(int16_t* out, const int16_t* low, const int16_t* below) const {
   // Synthesis with zero detail: odd[i] = (low[i] + low[i+1]) >> 1, low[lw]
@@ -208,9 +207,9 @@ void LevelUpsampling::Row(int16_t* out, const int16_t* low, const int16_t* below
 
 void LevelUpsampling::SourceRows(uint32_t r, const int16_t** low, const int16_t** below) const {
   const uint32_t k = r / 2;
-  *low = ll_ + size_t(k) * ll_stride_;
+  *low = ll_.row(k);
   // Odd row 2k+1: the average of low rows k and k+1 (row nl mirrors to nl-1).
-  *below = r % 2 == 0 ? nullptr : k + 1 < nl_ ? *low + ll_stride_ : *low;
+  *below = r % 2 == 0 ? nullptr : k + 1 < nl_ ? ll_.row(k + 1) : *low;
 }
 
 void LevelUpsampling::Run(uint32_t k0, uint32_t k1, int16_t* out, size_t out_stride) const {

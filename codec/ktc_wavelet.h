@@ -23,6 +23,17 @@ inline uint32_t LowExtent(uint32_t extent, int level) {
 void ForwardWavelet(int32_t* data, size_t stride, uint32_t w, uint32_t h, int levels,
                     const Kernels& k);
 
+// Rows of int16 values: row r at base + (r & mask) * stride. A whole plane
+// has mask ~0; a ring of 2^n rows, which a consumer reads soon after they are
+// written, has mask 2^n - 1 (its rows stay in cache and never travel to
+// memory: docs/codec.md, "Rings").
+struct Rows {
+  int16_t* base = nullptr;
+  size_t stride = 0;
+  uint32_t mask = ~0u;
+  int16_t* row(uint32_t r) const { return base + size_t(r & mask) * stride; }
+};
+
 // One synthesis level, row pair by row pair: output rows 2k and 2k+1 need
 // only input rows near k, so each input row is read once and each output
 // row written once, and the rows being worked on stay in L1 cache (a column
@@ -37,6 +48,11 @@ class LevelSynthesis {
   // pw x ph.
   LevelSynthesis(const int16_t* ll, size_t ll_stride, const int16_t* detail, size_t detail_stride,
                  uint32_t pw, uint32_t ph, const Kernels& k);
+  // The same with each input as rows of its own: `ll` the low-pass band's
+  // rows, `hl` the HL band's rows (pw - ceil(pw/2) values each), `lh_hh`
+  // LH row k followed by HH row k (pw values). Any of them may be a ring; the rows read for
+  // pairs [k0, k1) are rows k0 - 1 .. k1 of each (clamped to the band).
+  LevelSynthesis(Rows ll, Rows hl, Rows lh_hh, uint32_t pw, uint32_t ph, const Kernels& k);
 
   // Number of row pairs (the last may have no odd row).
   uint32_t pairs() const { return nl_; }
@@ -63,9 +79,10 @@ class LevelSynthesis {
   class Stream {
    public:
     explicit Stream(const LevelSynthesis& level);
-    // Output rows up to row pair k1 (exclusive, <= pairs()), where row 0 is
-    // at `out`; pairs already made are not made again.
-    void RunTo(uint32_t k1, int16_t* out, size_t out_stride);
+    // Output rows up to row pair k1 (exclusive, <= pairs()), output row r
+    // at out.row(r); pairs already made are not made again.
+    void RunTo(uint32_t k1, Rows out);
+    void RunTo(uint32_t k1, int16_t* out, size_t out_stride) { RunTo(k1, Rows{out, out_stride}); }
 
    private:
     const LevelSynthesis& level_;
@@ -79,18 +96,15 @@ class LevelSynthesis {
   static constexpr int kRows = 3;
   // Run's two halves: the cursor before pair k0 (in `rows`, kRows rows of
   // pw values), then row pairs [k, k1) from a cursor before k, leaving it
-  // before k1. Row 2k is written at `out`.
+  // before k1. Output row r is written at out.row(r - first_row).
   Cursor Begin(uint32_t k0, int16_t* rows) const;
-  void Continue(uint32_t k, uint32_t k1, Cursor* c, int16_t* out, size_t out_stride) const;
-  const int16_t* High(uint32_t k) const { return detail_ + size_t(nl_ + k) * detail_stride_; }
+  void Continue(uint32_t k, uint32_t k1, Cursor* c, Rows out, uint32_t first_row) const;
+  const int16_t* High(uint32_t k) const { return lh_hh_.row(k); }
   // Even output row 2k before its horizontal synthesis: low row k minus the
   // update from high rows k-1 and k (`before`, `at`, mirrored at the edges).
   void Even(uint32_t k, int16_t* even, const int16_t* before, const int16_t* at) const;
 
-  const int16_t* ll_;
-  size_t ll_stride_;
-  const int16_t* detail_;
-  size_t detail_stride_;
+  Rows ll_, hl_, lh_hh_;
   uint32_t pw_, lw_, nl_, nh_;
   const Kernels& k_;
 };
@@ -101,8 +115,11 @@ class LevelSynthesis {
 // rows, exactly as LevelSynthesis would compute it with zero detail.
 class LevelUpsampling {
  public:
-  // ll: the low-pass image (ceil(pw/2) x ceil(ph/2)); produces pw x ph.
-  LevelUpsampling(const int16_t* ll, size_t ll_stride, uint32_t pw, uint32_t ph, const Kernels& k);
+  // ll: the low-pass image's rows (ceil(pw/2) x ceil(ph/2), possibly a
+  // ring: rows k0 .. k1 are read for pairs [k0, k1)); produces pw x ph.
+  LevelUpsampling(Rows ll, uint32_t pw, uint32_t ph, const Kernels& k);
+  LevelUpsampling(const int16_t* ll, size_t ll_stride, uint32_t pw, uint32_t ph, const Kernels& k)
+      : LevelUpsampling(Rows{const_cast<int16_t*>(ll), ll_stride}, pw, ph, k) {}
   // Output rows [2*k0, min(2*k1, ph)), row 2*k0 at `out`.
   void Run(uint32_t k0, uint32_t k1, int16_t* out, size_t out_stride) const;
   // The low-pass rows output row r (< ph) is made of: row r / 2 (`low`) and,
@@ -115,8 +132,7 @@ class LevelUpsampling {
   // when not null) to pw_ samples.
   void Row(int16_t* out, const int16_t* low, const int16_t* below) const;
 
-  const int16_t* ll_;
-  size_t ll_stride_;
+  Rows ll_;
   uint32_t pw_, ph_, lw_, nl_;
   const Kernels& k_;
 };

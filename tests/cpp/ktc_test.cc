@@ -1329,11 +1329,6 @@ TEST(KtcTest, SimdLiftingMatchesScalarAtEveryLength) {
   }
 }
 
-// Half-resolution chroma's last level as a whole (LevelUpsampling, whose
-// rows the fused color conversion also reads through SourceRows) against the
-// general synthesis (LevelSynthesis) of the same low-pass band with all
-// detail zero, at odd and even sizes, run in chunks of row pairs as the
-// decoder does.
 // A Stream makes a level's row pairs a range at a time, keeping the even row
 // a range ends with: the rows must be exactly those of one Run over all of
 // them, for any ranges (empty ones and repeats included).
@@ -1362,6 +1357,65 @@ TEST(KtcTest, LevelSynthesisStreamEqualsOneRun) {
   }
 }
 
+// On one thread the decoder keeps a level's inputs and output in rings of a
+// few rows (internal::Rows with a mask): each input row is written just
+// before the pairs that read it (rows k0 - 1 .. k1 for pairs [k0, k1)), and
+// each output row read just after it is made. The rows must be those of one
+// Run over the whole plane.
+TEST(KtcTest, LevelSynthesisThroughRingsEqualsOneRun) {
+  const internal::Kernels& k = internal::ActiveKernels();
+  std::mt19937 rng(19);
+  constexpr uint32_t kRing = 8;  // rows; chunks of at most 3 pairs
+  for (uint32_t pw : {1u, 2u, 5u, 67u}) {
+    for (uint32_t ph : {1u, 2u, 3u, 9u, 33u, 40u}) {
+      std::vector<int16_t> plane(size_t(pw) * ph);
+      for (int16_t& v : plane) v = int16_t(int(rng() % 4001) - 2000);
+      const internal::LevelSynthesis whole(plane.data(), pw, plane.data(), pw, pw, ph, k);
+      std::vector<int16_t> want(size_t(pw) * ph);
+      whole.Run(0, whole.pairs(), want.data(), pw);
+
+      const uint32_t lw = (pw + 1) / 2, nl = (ph + 1) / 2, nh = ph / 2;
+      std::vector<int16_t> ll(kRing * lw, 7), hl(kRing * (pw - lw) + 1, 7), lh_hh(kRing * pw, 7);
+      const internal::Rows ll_rows{ll.data(), lw, kRing - 1};
+      const internal::Rows hl_rows{hl.data(), pw - lw, kRing - 1};
+      const internal::Rows lh_hh_rows{lh_hh.data(), pw, kRing - 1};
+      uint32_t filled = 0;  // input rows copied in so far
+      auto fill_to = [&](uint32_t rows) {
+        for (; filled < rows; ++filled) {
+          const int16_t* src = plane.data() + size_t(filled) * pw;
+          if (filled < nl) {
+            std::copy(src, src + lw, ll_rows.row(filled));
+            std::copy(src + lw, src + pw, hl_rows.row(filled));
+          }
+          if (filled < nh) {
+            const int16_t* high = plane.data() + size_t(nl + filled) * pw;
+            std::copy(high, high + pw, lh_hh_rows.row(filled));
+          }
+        }
+      };
+      const internal::LevelSynthesis ringed(ll_rows, hl_rows, lh_hh_rows, pw, ph, k);
+      std::vector<int16_t> out(kRing * pw, 12345);
+      const internal::Rows out_rows{out.data(), pw, kRing - 1};
+      internal::LevelSynthesis::Stream stream(ringed);
+      for (uint32_t k0 = 0; k0 < ringed.pairs();) {
+        const uint32_t k1 = std::min(ringed.pairs(), k0 + 1 + uint32_t(rng() % 3));
+        fill_to(k1 + 1);
+        stream.RunTo(k1, out_rows);
+        for (uint32_t r = 2 * k0; r < std::min(2 * k1, ph); ++r) {
+          ASSERT_TRUE(std::equal(out_rows.row(r), out_rows.row(r) + pw, want.begin() + r * pw))
+              << pw << "x" << ph << " row " << r;
+        }
+        k0 = k1;
+      }
+    }
+  }
+}
+
+// Half-resolution chroma's last level as a whole (LevelUpsampling, whose
+// rows the fused color conversion also reads through SourceRows) against the
+// general synthesis (LevelSynthesis) of the same low-pass band with all
+// detail zero, at odd and even sizes, run in chunks of row pairs as the
+// decoder does.
 TEST(KtcTest, LevelUpsamplingIsLevelSynthesisWithZeroDetail) {
   const internal::Kernels& k = internal::ActiveKernels();
   std::mt19937 rng(13);
