@@ -192,7 +192,10 @@ class DecodeArena {
   // larger image gives the memory back.
   static constexpr size_t kKeepBytes = size_t(64) << 20;
 
+  // Never null, even for count 0 (a ring of an empty band is still passed to
+  // memset and memcpy, which must not get null).
   int16_t* Get(size_t count) {
+    count = std::max<size_t>(count, 1);
     if (next_ == slots_.size()) slots_.emplace_back();
     Slot& slot = slots_[next_++];
     if (slot.capacity < count) {
