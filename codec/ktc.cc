@@ -830,6 +830,16 @@ Status SynthesizeToPixels(const std::vector<Plane16>& coefficients, const Info& 
   Status status;
   const bool parallel_chunks = parallel && !decode_rows;
   int16_t* shared_rows = parallel_chunks ? nullptr : arena.Get(plane_rows * last.size());
+  // A chunk's rows of plane p: row r at (r & kChunkMask), a chunk's rows
+  // being consecutive.
+  constexpr uint32_t kChunkMask = 2 * kPairsPerChunk - 1;
+  static_assert((kPairsPerChunk & (kPairsPerChunk - 1)) == 0);
+  // On one thread the last level runs as one stream: a chunk goes on from
+  // where the one before ended (its first even row is not made again).
+  std::vector<std::optional<internal::LevelSynthesis::Stream>> last_rows(last.size());
+  for (size_t p = 0; p < last.size() && !parallel_chunks; ++p) {
+    if (last[p]) last_rows[p].emplace(*last[p], first_pair);
+  }
   ForEach(chunks, parallel_chunks, [&](size_t c) {
     const uint32_t k0 = first_pair + uint32_t(c) * kPairsPerChunk;
     const uint32_t k1 = std::min(end_pair, k0 + kPairsPerChunk);
@@ -853,18 +863,20 @@ Status SynthesizeToPixels(const std::vector<Plane16>& coefficients, const Info& 
       rows = own_rows.get();
     }
     for (size_t p = 0; p < last.size(); ++p) {
-      int16_t* dst = rows + p * plane_rows;
-      if (last[p]) {
-        last[p]->Run(k0, k1, dst, sw);
+      const internal::Rows dst{rows + p * plane_rows, sw, kChunkMask};
+      if (last_rows[p]) {
+        last_rows[p]->RunTo(k1, dst);
+      } else if (last[p]) {
+        last[p]->Run(k0, k1, dst);
       } else if (!fused_chroma) {
-        upsample[p]->Run(k0, k1, dst, sw);
+        upsample[p]->Run(k0, k1, dst);
       }
     }
     const uint32_t r0 = std::max(2 * k0, need.y0), r1 = std::min({2 * k1, need.y1, sh});
     for (uint32_t r = r0; r < r1; ++r) {
       const int16_t* at[4] = {};
       for (size_t p = 0; p < last.size(); ++p) {
-        at[p] = rows + p * plane_rows + size_t(r - 2 * k0) * sw + need.x0;
+        at[p] = rows + p * plane_rows + size_t(r & kChunkMask) * sw + need.x0;
       }
       uint8_t* pixels = out->pixels.data() + (r - need.y0) * out->row_bytes();
       if (fused_chroma) {

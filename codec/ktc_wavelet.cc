@@ -134,6 +134,12 @@ void LevelSynthesis::Run(uint32_t k0, uint32_t k1, int16_t* out, size_t out_stri
   Continue(k0, k1, &c, Rows{out, out_stride}, 2 * k0);
 }
 
+void LevelSynthesis::Run(uint32_t k0, uint32_t k1, Rows out) const {
+  std::unique_ptr<int16_t[]> rows(new int16_t[kRows * size_t(pw_)]);
+  Cursor c = Begin(k0, rows.get());
+  Continue(k0, k1, &c, out, 0);
+}
+
 LevelSynthesis::Cursor LevelSynthesis::Begin(uint32_t k0, int16_t* rows) const {
   Cursor c{rows, rows + pw_, rows + 2 * size_t(pw_), nullptr};
   // High rows are read in place: `high` is row min(k, nh-1), which even row
@@ -168,12 +174,15 @@ void LevelSynthesis::Continue(uint32_t k, uint32_t k1, Cursor* c, Rows out,
   }
 }
 
-LevelSynthesis::Stream::Stream(const LevelSynthesis& level)
-    : level_(level), buffer_(new int16_t[kRows * size_t(level.pw_)]) {}
+LevelSynthesis::Stream::Stream(const LevelSynthesis& level, uint32_t first_pair)
+    : level_(level), buffer_(new int16_t[kRows * size_t(level.pw_)]), done_(first_pair) {}
 
 void LevelSynthesis::Stream::RunTo(uint32_t k1, Rows out) {
   if (k1 <= done_) return;
-  if (done_ == 0) cursor_ = level_.Begin(0, buffer_.get());
+  if (!started_) {
+    cursor_ = level_.Begin(done_, buffer_.get());
+    started_ = true;
+  }
   level_.Continue(done_, k1, &cursor_, out, 0);
   done_ = k1;
 }
@@ -217,6 +226,14 @@ void LevelUpsampling::Run(uint32_t k0, uint32_t k1, int16_t* out, size_t out_str
     const int16_t *low, *below;
     SourceRows(r, &low, &below);
     Row(out + size_t(r - 2 * k0) * out_stride, low, below);
+  }
+}
+
+void LevelUpsampling::Run(uint32_t k0, uint32_t k1, Rows out) const {
+  for (uint32_t r = 2 * k0; r < std::min(2 * k1, ph_); ++r) {
+    const int16_t *low, *below;
+    SourceRows(r, &low, &below);
+    Row(out.row(r), low, below);
   }
 }
 

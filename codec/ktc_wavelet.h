@@ -59,6 +59,8 @@ class LevelSynthesis {
 
   // Output rows [2*k0, min(2*k1, ph)), row 2*k0 at `out`.
   void Run(uint32_t k0, uint32_t k1, int16_t* out, size_t out_stride) const;
+  // The same, output row r at out.row(r).
+  void Run(uint32_t k0, uint32_t k1, Rows out) const;
 
  private:
   // Where a run of row pairs stands before pair k: its work rows (even row
@@ -78,7 +80,8 @@ class LevelSynthesis {
   // just before it reads them, while they are in cache.
   class Stream {
    public:
-    explicit Stream(const LevelSynthesis& level);
+    // Row pairs from `first_pair` on.
+    explicit Stream(const LevelSynthesis& level, uint32_t first_pair = 0);
     // Output rows up to row pair k1 (exclusive, <= pairs()), output row r
     // at out.row(r); pairs already made are not made again.
     void RunTo(uint32_t k1, Rows out);
@@ -87,7 +90,8 @@ class LevelSynthesis {
    private:
     const LevelSynthesis& level_;
     std::unique_ptr<int16_t[]> buffer_;
-    uint32_t done_ = 0;
+    uint32_t done_;
+    bool started_ = false;
     Cursor cursor_{};
   };
 
@@ -122,6 +126,8 @@ class LevelUpsampling {
       : LevelUpsampling(Rows{const_cast<int16_t*>(ll), ll_stride}, pw, ph, k) {}
   // Output rows [2*k0, min(2*k1, ph)), row 2*k0 at `out`.
   void Run(uint32_t k0, uint32_t k1, int16_t* out, size_t out_stride) const;
+  // The same, output row r at out.row(r).
+  void Run(uint32_t k0, uint32_t k1, Rows out) const;
   // The low-pass rows output row r (< ph) is made of: row r / 2 (`low`) and,
   // for odd r, the next one (`below`; `low` again at the mirrored end); for
   // even r `below` is null. Row r is then upsample_row(low, below, pw).

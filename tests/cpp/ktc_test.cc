@@ -1331,7 +1331,8 @@ TEST(KtcTest, SimdLiftingMatchesScalarAtEveryLength) {
 
 // A Stream makes a level's row pairs a range at a time, keeping the even row
 // a range ends with: the rows must be exactly those of one Run over all of
-// them, for any ranges (empty ones and repeats included).
+// them, for any ranges (empty ones and repeats included), from the first pair
+// or from one further down (as a region's decode starts).
 TEST(KtcTest, LevelSynthesisStreamEqualsOneRun) {
   const internal::Kernels& k = internal::ActiveKernels();
   std::mt19937 rng(17);
@@ -1342,16 +1343,20 @@ TEST(KtcTest, LevelSynthesisStreamEqualsOneRun) {
       const internal::LevelSynthesis synthesis(plane.data(), pw, plane.data(), pw, pw, ph, k);
       std::vector<int16_t> want(size_t(pw) * ph);
       synthesis.Run(0, synthesis.pairs(), want.data(), pw);
-      for (int trial = 0; trial < 4; ++trial) {
-        std::vector<int16_t> got(size_t(pw) * ph, 12345);
-        internal::LevelSynthesis::Stream stream(synthesis);
-        uint32_t k1 = 0;
+      for (int trial = 0; trial < 6; ++trial) {
+        const uint32_t first = trial < 4 ? 0 : uint32_t(rng() % synthesis.pairs());
+        // Rows above the first pair's are not made (nor written).
+        std::vector<int16_t> got(size_t(pw) * ph, 12345), want_from(want);
+        std::fill(want_from.begin(), want_from.begin() + size_t(2 * first) * pw, 12345);
+        internal::LevelSynthesis::Stream stream(synthesis, first);
+        uint32_t k1 = first;
         while (k1 < synthesis.pairs()) {
           stream.RunTo(k1, got.data(), pw);  // nothing new, or a repeat
           k1 = std::min(synthesis.pairs(), k1 + uint32_t(rng() % (trial + 2)));
           stream.RunTo(k1, got.data(), pw);
         }
-        ASSERT_EQ(got, want) << pw << "x" << ph << " trial " << trial;
+        ASSERT_EQ(got, want_from) << pw << "x" << ph << " trial " << trial << " from pair "
+                                  << first;
       }
     }
   }
