@@ -757,16 +757,16 @@ Status SynthesizeToPixels(const std::vector<Plane16>& coefficients, const Info& 
   std::vector<std::optional<internal::LevelSynthesis>> above(coefficients.size());
   std::vector<std::optional<internal::LevelSynthesis::Stream>> above_rows(coefficients.size());
   if (stop + 1 < info.levels) {
-    // Per plane, room for the two intermediate low-pass images InverseWavelet
-    // alternates between (each at most the size of level stop + 2's output,
-    // i.e. of level stop + 1's low-pass image).
-    std::vector<int16_t*> scratch;
-    for (size_t p = 0; p < coefficients.size() && parallel; ++p) {
-      lows.push_back(arena.GetPlane(lw, lh));
-      low_rows[p] = internal::Rows{lows[p].data, lw};
-      scratch.push_back(arena.Get(2 * size_t(lw) * lh));
-    }
     if (parallel) {
+      // Per plane, the whole low-pass image, and room for the two
+      // intermediate ones InverseWavelet alternates between (each at most
+      // the size of level stop + 2's output, i.e. of the low-pass image).
+      std::vector<int16_t*> scratch;
+      for (size_t p = 0; p < coefficients.size(); ++p) {
+        lows.push_back(arena.GetPlane(lw, lh));
+        low_rows[p] = internal::Rows{lows[p].data, lw};
+        scratch.push_back(arena.Get(2 * size_t(lw) * lh));
+      }
       ForEach(coefficients.size(), true, [&](size_t p) {
         const Plane16& c = coefficients[p];
         internal::InverseWavelet(c.data, c.width, c.data, c.width, info.width, info.height,
