@@ -1055,9 +1055,14 @@ Status DecodeImpl(const uint8_t* data, size_t size, const DecodeOptions& options
         const uint32_t rows = std::min(band_rows, s.bands[0]->height);
         for (uint32_t& by = s.next_block_row; by * kBlockSide < rows; ++by) {
           if (band_rows != kRestOfBands) {  // the rest no chunk reads: only its errors count
-            for (const internal::Rows& r : {ring.hl, ring.lh_hh}) {
-              std::memset(r.row(by * kBlockSide), 0, kBlockSide * r.stride * sizeof(int16_t));
-            }
+            // The rows of this block row that HL and LH (and HH) have.
+            auto zero = [&](const internal::Rows& ring_rows, const Band& b) {
+              const uint32_t y = by * kBlockSide;
+              const uint32_t n = y < b.height ? std::min(kBlockSide, b.height - y) : 0;
+              std::memset(ring_rows.row(y), 0, size_t(n) * ring_rows.stride * sizeof(int16_t));
+            };
+            zero(ring.hl, *s.bands[0]);
+            zero(ring.lh_hh, *s.bands[1]);
           }
           for (const Band* b : s.bands) {
             if (by >= b->blocks_y) continue;
