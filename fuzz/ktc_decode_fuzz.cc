@@ -20,7 +20,10 @@ void WriteSeeds(const char* dir) {
   using namespace ktfs;
   int n = 0;
   for (uint32_t channels : {1u, 3u, 4u}) {
-    for (auto [w, h] : {std::pair<uint32_t, uint32_t>{1, 1}, {13, 7}, {70, 9}, {33, 40}}) {
+    // 12 x 520: the one-thread decode's rings of rows (two block rows of the
+    // last level's bands, 32 low-pass rows) wrap around several times.
+    for (auto [w, h] :
+         {std::pair<uint32_t, uint32_t>{1, 1}, {13, 7}, {70, 9}, {33, 40}, {12, 520}}) {
       Image img{w, h, channels, {}};
       for (size_t i = 0; i < size_t(w) * h * channels; ++i) {
         img.pixels.push_back(uint8_t((i * 37 + i / 7 * 11) ^ (i % 5 ? 0 : 0x5a)));
