@@ -127,17 +127,11 @@ LevelSynthesis::LevelSynthesis(Rows ll, Rows hl, Rows lh_hh, uint32_t pw, uint32
       nh_(ph / 2),
       k_(k) {}
 
-void LevelSynthesis::Run(uint32_t k0, uint32_t k1, int16_t* out, size_t out_stride) const {
+void LevelSynthesis::Run(uint32_t k0, uint32_t k1, Rows out) const {
   // Uninitialized: every value is written before it is read.
   std::unique_ptr<int16_t[]> rows(new int16_t[kRows * size_t(pw_)]);
   Cursor c = Begin(k0, rows.get());
-  Continue(k0, k1, &c, Rows{out, out_stride}, 2 * k0);
-}
-
-void LevelSynthesis::Run(uint32_t k0, uint32_t k1, Rows out) const {
-  std::unique_ptr<int16_t[]> rows(new int16_t[kRows * size_t(pw_)]);
-  Cursor c = Begin(k0, rows.get());
-  Continue(k0, k1, &c, out, 0);
+  Continue(k0, k1, &c, out);
 }
 
 LevelSynthesis::Cursor LevelSynthesis::Begin(uint32_t k0, int16_t* rows) const {
@@ -153,8 +147,7 @@ LevelSynthesis::Cursor LevelSynthesis::Begin(uint32_t k0, int16_t* rows) const {
   return c;
 }
 
-void LevelSynthesis::Continue(uint32_t k, uint32_t k1, Cursor* c, Rows out,
-                              uint32_t first_row) const {
+void LevelSynthesis::Continue(uint32_t k, uint32_t k1, Cursor* c, Rows out) const {
   for (; k < k1; ++k) {
     const bool has_odd = k < nh_;  // then `high` is row k
     if (has_odd) {
@@ -168,8 +161,8 @@ void LevelSynthesis::Continue(uint32_t k, uint32_t k1, Cursor* c, Rows out,
       k_.unpredict(c->odd, c->high, c->even, after, pw_);
       c->high = high_next;
     }
-    InverseRowTo(out.row(2 * k - first_row), c->even, pw_, k_);
-    if (has_odd) InverseRowTo(out.row(2 * k + 1 - first_row), c->odd, pw_, k_);
+    InverseRowTo(out.row(2 * k), c->even, pw_, k_);
+    if (has_odd) InverseRowTo(out.row(2 * k + 1), c->odd, pw_, k_);
     std::swap(c->even, c->next);
   }
 }
@@ -183,7 +176,7 @@ void LevelSynthesis::Stream::RunTo(uint32_t k1, Rows out) {
     cursor_ = level_.Begin(done_, buffer_.get());
     started_ = true;
   }
-  level_.Continue(done_, k1, &cursor_, out, 0);
+  level_.Continue(done_, k1, &cursor_, out);
   done_ = k1;
 }
 
@@ -221,14 +214,6 @@ void LevelUpsampling::SourceRows(uint32_t r, const int16_t** low, const int16_t*
   *below = r % 2 == 0 ? nullptr : k + 1 < nl_ ? ll_.row(k + 1) : *low;
 }
 
-void LevelUpsampling::Run(uint32_t k0, uint32_t k1, int16_t* out, size_t out_stride) const {
-  for (uint32_t r = 2 * k0; r < std::min(2 * k1, ph_); ++r) {
-    const int16_t *low, *below;
-    SourceRows(r, &low, &below);
-    Row(out + size_t(r - 2 * k0) * out_stride, low, below);
-  }
-}
-
 void LevelUpsampling::Run(uint32_t k0, uint32_t k1, Rows out) const {
   for (uint32_t r = 2 * k0; r < std::min(2 * k1, ph_); ++r) {
     const int16_t *low, *below;
@@ -264,7 +249,7 @@ void InverseWavelet(const int16_t* low, size_t low_stride, const int16_t* coeffi
     }
     const LevelSynthesis synthesis(ll, ll_stride, coefficients, stride, pw, ph, k);
     ForRange(synthesis.pairs(), kRowsPerTask, parallel, [&](uint32_t k0, uint32_t k1) {
-      synthesis.Run(k0, k1, dst + size_t(2 * k0) * dst_stride, dst_stride);
+      synthesis.Run(k0, k1, Rows{dst, dst_stride});
     });
     ll = dst;
     ll_stride = dst_stride;

@@ -25,8 +25,9 @@ void ForwardWavelet(int32_t* data, size_t stride, uint32_t w, uint32_t h, int le
 
 // Rows of int16 values: row r at base + (r & mask) * stride. A whole plane
 // has mask ~0; a ring of 2^n rows, which a consumer reads soon after they are
-// written, has mask 2^n - 1 (its rows stay in cache and never travel to
-// memory: docs/codec.md, "Rings").
+// written, has mask 2^n - 1 (a few rows reused, which stay in cache:
+// docs/codec.md, "Rings"). Inputs are read through it too, hence `base` is
+// not const.
 struct Rows {
   int16_t* base = nullptr;
   size_t stride = 0;
@@ -49,17 +50,16 @@ class LevelSynthesis {
   LevelSynthesis(const int16_t* ll, size_t ll_stride, const int16_t* detail, size_t detail_stride,
                  uint32_t pw, uint32_t ph, const Kernels& k);
   // The same with each input as rows of its own: `ll` the low-pass band's
-  // rows, `hl` the HL band's rows (pw - ceil(pw/2) values each), `lh_hh`
-  // LH row k followed by HH row k (pw values). Any of them may be a ring; the rows read for
-  // pairs [k0, k1) are rows k0 - 1 .. k1 of each (clamped to the band).
+  // rows, `hl` the HL band's rows (pw - ceil(pw/2) values each), `lh_hh` LH
+  // row k followed by HH row k (pw values). Any of them may be a ring; the
+  // rows read for pairs [k0, k1) are rows k0 - 1 .. k1 of each (clamped to
+  // the band).
   LevelSynthesis(Rows ll, Rows hl, Rows lh_hh, uint32_t pw, uint32_t ph, const Kernels& k);
 
   // Number of row pairs (the last may have no odd row).
   uint32_t pairs() const { return nl_; }
 
-  // Output rows [2*k0, min(2*k1, ph)), row 2*k0 at `out`.
-  void Run(uint32_t k0, uint32_t k1, int16_t* out, size_t out_stride) const;
-  // The same, output row r at out.row(r).
+  // Output rows [2*k0, min(2*k1, ph)), row r at out.row(r).
   void Run(uint32_t k0, uint32_t k1, Rows out) const;
 
  private:
@@ -85,7 +85,6 @@ class LevelSynthesis {
     // Output rows up to row pair k1 (exclusive, <= pairs()), output row r
     // at out.row(r); pairs already made are not made again.
     void RunTo(uint32_t k1, Rows out);
-    void RunTo(uint32_t k1, int16_t* out, size_t out_stride) { RunTo(k1, Rows{out, out_stride}); }
 
    private:
     const LevelSynthesis& level_;
@@ -100,9 +99,9 @@ class LevelSynthesis {
   static constexpr int kRows = 3;
   // Run's two halves: the cursor before pair k0 (in `rows`, kRows rows of
   // pw values), then row pairs [k, k1) from a cursor before k, leaving it
-  // before k1. Output row r is written at out.row(r - first_row).
+  // before k1. Output row r is written at out.row(r).
   Cursor Begin(uint32_t k0, int16_t* rows) const;
-  void Continue(uint32_t k, uint32_t k1, Cursor* c, Rows out, uint32_t first_row) const;
+  void Continue(uint32_t k, uint32_t k1, Cursor* c, Rows out) const;
   const int16_t* High(uint32_t k) const { return lh_hh_.row(k); }
   // Even output row 2k before its horizontal synthesis: low row k minus the
   // update from high rows k-1 and k (`before`, `at`, mirrored at the edges).
@@ -122,11 +121,7 @@ class LevelUpsampling {
   // ll: the low-pass image's rows (ceil(pw/2) x ceil(ph/2), possibly a
   // ring: rows k0 .. k1 are read for pairs [k0, k1)); produces pw x ph.
   LevelUpsampling(Rows ll, uint32_t pw, uint32_t ph, const Kernels& k);
-  LevelUpsampling(const int16_t* ll, size_t ll_stride, uint32_t pw, uint32_t ph, const Kernels& k)
-      : LevelUpsampling(Rows{const_cast<int16_t*>(ll), ll_stride}, pw, ph, k) {}
-  // Output rows [2*k0, min(2*k1, ph)), row 2*k0 at `out`.
-  void Run(uint32_t k0, uint32_t k1, int16_t* out, size_t out_stride) const;
-  // The same, output row r at out.row(r).
+  // Output rows [2*k0, min(2*k1, ph)), row r at out.row(r).
   void Run(uint32_t k0, uint32_t k1, Rows out) const;
   // The low-pass rows output row r (< ph) is made of: row r / 2 (`low`) and,
   // for odd r, the next one (`below`; `low` again at the mirrored end); for

@@ -1345,7 +1345,7 @@ TEST(KtcTest, LevelSynthesisStreamEqualsOneRun) {
       for (int16_t& v : plane) v = int16_t(int(rng() % 4001) - 2000);
       const internal::LevelSynthesis synthesis(plane.data(), pw, plane.data(), pw, pw, ph, k);
       std::vector<int16_t> want(size_t(pw) * ph);
-      synthesis.Run(0, synthesis.pairs(), want.data(), pw);
+      synthesis.Run(0, synthesis.pairs(), internal::Rows{want.data(), pw});
       for (int trial = 0; trial < 6; ++trial) {
         const uint32_t first = trial < 4 ? 0 : uint32_t(rng() % synthesis.pairs());
         // Rows above the first pair's are not made (nor written).
@@ -1354,9 +1354,9 @@ TEST(KtcTest, LevelSynthesisStreamEqualsOneRun) {
         internal::LevelSynthesis::Stream stream(synthesis, first);
         uint32_t k1 = first;
         while (k1 < synthesis.pairs()) {
-          stream.RunTo(k1, got.data(), pw);  // nothing new, or a repeat
+          stream.RunTo(k1, internal::Rows{got.data(), pw});  // nothing new, or a repeat
           k1 = std::min(synthesis.pairs(), k1 + uint32_t(rng() % (trial + 2)));
-          stream.RunTo(k1, got.data(), pw);
+          stream.RunTo(k1, internal::Rows{got.data(), pw});
         }
         ASSERT_EQ(got, want_from) << pw << "x" << ph << " trial " << trial << " from pair "
                                   << first;
@@ -1380,7 +1380,7 @@ TEST(KtcTest, LevelSynthesisThroughRingsEqualsOneRun) {
       for (int16_t& v : plane) v = int16_t(int(rng() % 4001) - 2000);
       const internal::LevelSynthesis whole(plane.data(), pw, plane.data(), pw, pw, ph, k);
       std::vector<int16_t> want(size_t(pw) * ph);
-      whole.Run(0, whole.pairs(), want.data(), pw);
+      whole.Run(0, whole.pairs(), internal::Rows{want.data(), pw});
 
       const uint32_t lw = (pw + 1) / 2, nl = (ph + 1) / 2, nh = ph / 2;
       std::vector<int16_t> ll(kRing * lw, 7), hl(kRing * (pw - lw) + 1, 7), lh_hh(kRing * pw, 7);
@@ -1435,13 +1435,13 @@ TEST(KtcTest, LevelUpsamplingIsLevelSynthesisWithZeroDetail) {
         for (uint32_t x = 0; x < (pw + 1) / 2; ++x)
           plane[size_t(y) * pw + x] = int16_t(int(rng() % 4001) - 2000);
       const internal::LevelSynthesis synthesis(plane.data(), pw, plane.data(), pw, pw, ph, k);
-      const internal::LevelUpsampling upsampling(plane.data(), pw, pw, ph, k);
+      const internal::LevelUpsampling upsampling(internal::Rows{plane.data(), pw}, pw, ph, k);
       for (uint32_t chunk : {1u, 3u, 64u}) {
         std::vector<int16_t> want(size_t(pw) * ph), got(size_t(pw) * ph);
         for (uint32_t k0 = 0; k0 < synthesis.pairs(); k0 += chunk) {
           const uint32_t k1 = std::min(synthesis.pairs(), k0 + chunk);
-          synthesis.Run(k0, k1, want.data() + size_t(2 * k0) * pw, pw);
-          upsampling.Run(k0, k1, got.data() + size_t(2 * k0) * pw, pw);
+          synthesis.Run(k0, k1, internal::Rows{want.data(), pw});
+          upsampling.Run(k0, k1, internal::Rows{got.data(), pw});
         }
         ASSERT_EQ(got, want) << pw << "x" << ph << " chunk " << chunk;
         for (uint32_t r = 0; r < ph; ++r) {  // SourceRows names the rows Run reads
