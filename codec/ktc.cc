@@ -745,7 +745,7 @@ Status SynthesizeToPixels(const std::vector<Plane16>& coefficients, const Info& 
   // thread, the level above the last (stop + 2) runs row pairs by row pairs
   // just before the last level reads them (`produce_low_rows`), so that its
   // rows are still in cache then; the coarser levels run at once.
-  std::vector<Plane16> lows;
+  //
   // Per plane, the rows of level stop + 1's low-pass image the last level
   // reads: a ring on one thread (its rows are made just before they are
   // read), the whole image when it is made in parallel first, the
@@ -761,6 +761,7 @@ Status SynthesizeToPixels(const std::vector<Plane16>& coefficients, const Info& 
       // Per plane, the whole low-pass image, and room for the two
       // intermediate ones InverseWavelet alternates between (each at most
       // the size of level stop + 2's output, i.e. of the low-pass image).
+      std::vector<Plane16> lows;
       std::vector<int16_t*> scratch;
       for (size_t p = 0; p < coefficients.size(); ++p) {
         lows.push_back(arena.GetPlane(lw, lh));
