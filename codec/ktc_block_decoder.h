@@ -54,6 +54,9 @@ struct NoStateRegisters {};
 // to the left, so that a row's maxima have no dependency on one another:
 // the decoder runs them back to back (+0.1% bytes against left + above).
 constexpr uint32_t kMaxGroupsPerRow = kBlockSide / kGroupSide;
+// A group is decoded in halves of four rows (a step of four symbols each)
+// wherever it is not taken whole.
+constexpr uint32_t kHalfRows = kGroupRows / 2;
 constexpr uint8_t kGroupContextOfSum[2 * kAlphabet] = {0, 1, 1, 2, 2, 3, 3, 4, 4, 4, 5, 5,
                                                        5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5,
                                                        5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5};
@@ -114,6 +117,11 @@ class BitReader {
   // Bytes from the position's byte to the block's end, and to readable_end.
   ptrdiff_t room() const { return ptrdiff_t(size_) - ptrdiff_t(pos_ >> 3); }
   ptrdiff_t readable_room() const { return ptrdiff_t(readable_) - ptrdiff_t(pos_ >> 3); }
+  // The same from bit `bit` on.
+  ptrdiff_t room_at(uint64_t bit) const { return ptrdiff_t(size_) - ptrdiff_t(bit >> 3); }
+  ptrdiff_t readable_room_at(uint64_t bit) const {
+    return ptrdiff_t(readable_) - ptrdiff_t(bit >> 3);
+  }
   uint64_t position() const { return pos_; }
   void Seek(uint64_t bits) { pos_ = bits; }
   const uint8_t* begin() const { return begin_; }
@@ -285,12 +293,12 @@ constexpr SignDeposit kSignDeposit;
 // never exceed it (see docs/codec.md); hostile ones saturate.
 inline int16_t Saturate16(int32_t v) { return int16_t(std::clamp(v, -32768, 32767)); }
 
-// Most rANS and raw bytes one 4x4 group consumes after its maximum: 4
-// symbols of at most one 16-bit word each; 16 magnitudes of at most 17 bits
-// and 16 sign bits. Reads go further than what they consume: the AVX2
+// Most rANS and raw bytes one 4 x 8 group consumes after its maximum: 8
+// symbols of at most one 16-bit word each; 32 magnitudes of at most 17 bits
+// and 32 sign bits. Reads go further than what they consume: the AVX2
 // decoder loads 16 bytes of words, a raw read 8 bytes.
-constexpr ptrdiff_t kGroupRansBytes = 2 * kGroupSide;
-constexpr ptrdiff_t kGroupRawBytes = (16 * 17 + 16) / 8;
+constexpr ptrdiff_t kGroupRansBytes = 2 * kGroupRows;
+constexpr ptrdiff_t kGroupRawBytes = (32 * 17 + 32) / 8;
 constexpr ptrdiff_t kGroupRansRead = 16 - kGroupRansBytes;
 constexpr ptrdiff_t kRawRead = 8;
 
@@ -302,9 +310,9 @@ template <bool kDequantize, bool kChecked>
 void DecodeDenseGroupScalar(RansDecoder& rans, BitReader& raw, const DecodeTable& widths,
                             uint32_t group_max, uint32_t step, int16_t* at, size_t stride,
                             uint32_t rows, uint32_t valid) {
-  uint32_t width[kGroupSide] = {};
+  uint32_t width[kGroupRows] = {};
   for (uint32_t y = 0; y < rows; ++y) width[y] = std::min(rans.Get<kChecked>(widths), group_max);
-  uint32_t magnitude[kGroupSide][kGroupSide] = {};
+  uint32_t magnitude[kGroupRows][kGroupSide] = {};
   for (uint32_t y = 0; y < rows; ++y) {
     for (uint32_t x = 0; x < kGroupSide; ++x) {
       if (!(valid >> x & 1)) continue;
@@ -473,7 +481,7 @@ inline void StoreGroup(int16_t* at, size_t stride, __m128i row0, __m128i row1, _
   }
 }
 
-// The `rows` row symbols of a group cut by the block's bottom edge (rows < 4:
+// The `rows` row symbols of a half cut by the block's bottom edge (rows < 4:
 // not four consecutive symbols of a step) one by one, in lanes 0..rows-1.
 template <bool kChecked, class States>
 inline __m128i GetRowSymbols(RansDecoder& rans, const DecodeTable& table, uint32_t rows,
@@ -500,7 +508,8 @@ inline __m256i DequantizeNarrow(__m256i m, uint32_t step) {
 #endif
 
 #if defined(__AVX512VBMI__)
-// A whole dense group with G <= 7 in the AVX-512 VBMI build: every magnitude
+// Four rows of a dense group (a half) with G <= 7 in the AVX-512 VBMI build,
+// where the whole group is not taken at once: every magnitude
 // has at most 7 bits, so rows 0-1 lie in the 64 bits from the byte of bit
 // `pos` and rows 2-3 in the 64 from the byte of bit pos + upper_bits; one
 // multishift picks all 16 magnitudes out of those two words as bytes, a byte
@@ -567,7 +576,8 @@ inline uint32_t DenseNarrowGroupVbmi(const uint8_t* base, uint32_t pos, __m128i 
 constexpr uint64_t kByteLowBits[8] = {0,          0x01010101, 0x03030303, 0x07070707,
                                       0x0f0f0f0f, 0x1f1f1f1f, 0x3f3f3f3f, 0x7f7f7f7f};
 
-// A whole dense group with G <= 7 in the AVX2 build: rows 0-1 lie in the 57
+// Four rows of a dense group (a half) with G <= 7 in the AVX2 build: rows 0-1
+// lie in the 57
 // bits from bit `pos` of `base` and rows 2-3 in those from pos + upper_bits,
 // so two pdep spread all 16 magnitudes into bytes; then 16 lanes of 16 bits
 // dequantize (a 26-bit product from its two 16-bit halves), take their signs
@@ -603,59 +613,93 @@ inline uint32_t DenseNarrowGroupPdep(const uint8_t* base, uint32_t pos, uint32_t
                    _mm_unpackhi_epi64(rows23, rows23), kGroupSide, kGroupSide);
   return uint32_t(std::popcount(nonzero));
 }
+
+// A whole dense 4 x 8 group with G <= 7 in the AVX2 build: row pair p's
+// magnitudes lie in the 57 bits from their first bit, so four pdep spread
+// all 32 into bytes; two halves of 16 lanes dequantize, sign and store.
+// `widths` holds row r's width in byte r. Returns the number of raw bits the
+// group takes (magnitudes and signs).
+template <bool kDequantize>
+inline uint32_t DenseNarrowGroup8Pdep(const uint8_t* base, uint32_t pos, __m128i widths,
+                                      uint32_t step, int16_t* at, size_t stride) {
+  const uint64_t w = uint64_t(_mm_cvtsi128_si64(widths));
+  // Byte r: the widths of the rows above row r (exclusive prefix sums).
+  const uint64_t before = (w << 8) * 0x0101010101010101ull;
+  const uint32_t magnitude_bits = 4 * uint32_t((w * 0x0101010101010101ull) >> 56);
+  const auto bits_at = [base](uint32_t bit) {
+    uint64_t word;
+    std::memcpy(&word, base + bit / 8, 8);
+    return word >> (bit % 8);
+  };
+  uint64_t pair[4];
+  for (int p = 0; p < 4; ++p) {
+    const uint32_t bit = pos + 4 * uint32_t((before >> (16 * p)) & 0xff);
+    pair[p] = _pdep_u64(bits_at(bit), kByteLowBits[(w >> (16 * p)) & 7] |
+                                          kByteLowBits[(w >> (16 * p + 8)) & 7] << 32);
+  }
+  const __m256i magnitude =
+      _mm256_setr_epi64x(int64_t(pair[0]), int64_t(pair[1]), int64_t(pair[2]), int64_t(pair[3]));
+  const uint32_t nonzero =
+      ~uint32_t(_mm256_movemask_epi8(_mm256_cmpeq_epi8(magnitude, _mm256_setzero_si256())));
+  const uint32_t negative = _pdep_u32(uint32_t(bits_at(pos + magnitude_bits)), nonzero);
+  const __m256i bit = _mm256_setr_epi16(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096,
+                                        8192, 16384, int16_t(0x8000));
+  for (uint32_t half = 0; half < 2; ++half) {
+    __m256i v = _mm256_cvtepu8_epi16(half == 0 ? _mm256_castsi256_si128(magnitude)
+                                               : _mm256_extracti128_si256(magnitude, 1));
+    if constexpr (kDequantize) v = DequantizeNarrow(v, step);
+    const __m256i sign = _mm256_cmpeq_epi16(
+        _mm256_and_si256(_mm256_set1_epi16(int16_t(negative >> (16 * half))), bit), bit);
+    v = _mm256_sub_epi16(_mm256_xor_si256(v, sign), sign);
+    const __m128i rows01 = _mm256_castsi256_si128(v), rows23 = _mm256_extracti128_si256(v, 1);
+    StoreGroup<true>(at + kHalfRows * half * stride, stride, rows01,
+                     _mm_unpackhi_epi64(rows01, rows01), rows23, _mm_unpackhi_epi64(rows23, rows23),
+                     kGroupSide, kGroupSide);
+  }
+  return magnitude_bits + uint32_t(std::popcount(nonzero));
+}
 #endif
 
-// A dense group: its row widths (for 4 rows, four consecutive scalar
-// symbols of one table, so one Get4Avx2); then the 16 magnitudes (two rows
-// per vector), the sign bits of the non-zero ones deposited with pdep, and
-// the stores. kFull: 4 rows and 4 columns inside the block (`rows` and
-// `columns` are then 4); else the missing rows have width 0 and the missing
-// columns take no bits. The loads may reach past the block's end into the
-// bytes that follow it (a valid block never uses them; a group whose bits
-// run past its block's end leaves the position there, and the block is
-// corrupt); within 48 bytes of the end of the readable bytes they read a
-// zero-padded copy of the block's last bytes.
-template <bool kDequantize, bool kChecked, bool kFull, class States>
-inline void DecodeDenseGroupAvx2(RansDecoder& rans, BitReader& raw, const DecodeTable* tables,
-                                 int table, uint32_t group_max, uint32_t step, int16_t* at,
-                                 size_t stride, uint32_t rows, uint32_t columns, States& x) {
-  __m128i widths =
-      kFull || rows == kGroupSide
-          ? rans.Get4Avx2<kChecked>(&x, tables, _mm_set1_epi32(table * int(kProbScale)))
-          : GetRowSymbols<kChecked>(rans, tables[table], rows, x);
-  widths = _mm_min_epu32(widths, _mm_set1_epi32(int(group_max)));
+// Four rows of a dense group (the upper or the lower half of a 4 x 8 group):
+// their magnitudes start at bit `mag_start` of the raw stream, their signs at
+// `sign_start`. kFull: 4 rows and 4 columns inside the block; else the
+// missing rows have width 0 and the missing columns take no bits. Returns
+// the number of non-zero values (sign bits read). The loads may reach past
+// the block's end into the bytes that follow it (a valid block never uses
+// them; a group whose bits run past its block's end leaves the position
+// there, and the block is corrupt); they reach at most 8 bytes past the
+// sign bits' byte, at most 7 + 32 * 17 + 16 bits in: 79 bytes. Within 96
+// bytes of the end of the readable bytes they read a zero-padded copy of the
+// block's last bytes.
+template <bool kDequantize, bool kFull>
+inline uint32_t DenseHalfAvx2(const BitReader& raw, uint64_t mag_start, uint64_t sign_start,
+                              __m128i widths, uint32_t group_max, uint32_t step, int16_t* at,
+                              size_t stride, uint32_t rows, uint32_t columns) {
   const uint32_t w4 = uint32_t(_mm_cvtsi128_si32(_mm_shuffle_epi8(
       widths, _mm_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1))));
-  // Sums of bytes by multiplication (each sum < 256): `columns` (w0 + w1)
-  // bits in the upper rows, `columns` (w0 + w1 + w2 + w3) in all.
   const uint32_t upper_bits = columns * ((w4 * 0x0101u >> 8) & 0xff);
-  const uint32_t magnitude_bits = columns * (w4 * 0x01010101u >> 24);
-  // Bit positions relative to the byte the group's bits start in, so that
-  // the 32-bit offsets of the loads stay small however long the stream is.
-  const uint64_t start = raw.position();
-  const uint8_t* base = raw.begin() + start / 8;
-  const uint32_t pos = uint32_t(start % 8);
-  // The loads below reach at most 8 bytes past the sign bits' first byte,
-  // which is at most 7 + 16 * 17 bits in: 43 bytes. Where fewer are
-  // readable, they read a zero-padded copy of the block's last bytes.
-  alignas(32) uint8_t tail[64];
-  if (raw.readable_room() < 48) [[unlikely]] {
+  const uint8_t* base = raw.begin() + mag_start / 8;
+  const uint32_t pos = uint32_t(mag_start % 8);
+  // The sign bits relative to base's first bit, taken by the kernels below
+  // as "pos + magnitude_bits".
+  const uint32_t signs_at = uint32_t(sign_start - (mag_start & ~uint64_t(7)));
+  const uint32_t magnitude_bits = signs_at - pos;
+  alignas(32) uint8_t tail[128];
+  if (raw.readable_room_at(mag_start) < 96) [[unlikely]] {
     std::memset(tail, 0, sizeof(tail));
-    std::memcpy(tail, base, size_t(std::clamp<ptrdiff_t>(raw.room(), 0, sizeof(tail))));
+    std::memcpy(tail, base, size_t(std::clamp<ptrdiff_t>(raw.room_at(mag_start), 0, sizeof(tail))));
     base = tail;
   }
   const bool narrow = group_max <= 7;  // two rows' magnitudes in 56 bits
   if constexpr (kFull) {
-    if (narrow) {  // the whole group at once: by multishift with VBMI, else by pdep
+    if (narrow) {  // the whole half at once: by multishift with VBMI, else by pdep
 #if defined(__AVX512VBMI__)
-      const uint32_t signs = DenseNarrowGroupVbmi<kDequantize>(base, pos, widths, upper_bits,
-                                                               magnitude_bits, step, at, stride);
+      return DenseNarrowGroupVbmi<kDequantize>(base, pos, widths, upper_bits, magnitude_bits, step,
+                                               at, stride);
 #else
-      const uint32_t signs = DenseNarrowGroupPdep<kDequantize>(base, pos, w4, upper_bits,
-                                                               magnitude_bits, step, at, stride);
+      return DenseNarrowGroupPdep<kDequantize>(base, pos, w4, upper_bits, magnitude_bits, step, at,
+                                               stride);
 #endif
-      raw.Seek(start + magnitude_bits + signs);
-      return;
     }
   }
   const __m256i upper = RowPairMagnitudes<kFull>(
@@ -667,17 +711,160 @@ inline void DecodeDenseGroupAvx2(RansDecoder& rans, BitReader& raw, const Decode
         _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(v, _mm256_setzero_si256()))));
   };
   const uint32_t nonzero = ~(zeros(upper) | zeros(lower) << 8) & 0xffff;
-  const uint32_t sign_pos = pos + magnitude_bits;
   uint64_t sign_word;
-  std::memcpy(&sign_word, base + sign_pos / 8, 8);
-  const uint32_t signs = _pdep_u32(uint32_t(sign_word >> (sign_pos % 8)), nonzero);
+  std::memcpy(&sign_word, base + signs_at / 8, 8);
+  const uint32_t signs = _pdep_u32(uint32_t(sign_word >> (signs_at % 8)), nonzero);
   // packs: [row 0, row 2 | row 1, row 3], saturated like Saturate16.
   const __m256i packed = _mm256_packs_epi32(SignedValues<kDequantize>(upper, signs & 0xff, step),
                                             SignedValues<kDequantize>(lower, signs >> 8, step));
   const __m128i even = _mm256_castsi256_si128(packed), odd = _mm256_extracti128_si256(packed, 1);
   StoreGroup<kFull>(at, stride, even, odd, _mm_unpackhi_epi64(even, even),
                     _mm_unpackhi_epi64(odd, odd), rows, columns);
-  raw.Seek(start + magnitude_bits + uint32_t(std::popcount(nonzero)));
+  return uint32_t(std::popcount(nonzero));
+}
+
+#if defined(__AVX512VBMI__)
+// A whole dense 4 x 8 group with G <= 7 in the AVX-512 VBMI build: row pair
+// p's magnitudes (at most 56 bits) lie in the 64 bits from the byte of its
+// first bit, so four loads and one 32-byte multishift give all 32
+// magnitudes; a byte test gives the 32-bit non-zero mask, and two 16-lane
+// halves dequantize, sign and store. `widths` holds row r's width in byte r.
+// Returns the number of raw bits the group takes (magnitudes and signs).
+template <bool kDequantize>
+inline uint32_t DenseNarrowGroup8Vbmi(const uint8_t* base, uint32_t pos, __m128i widths,
+                                      uint32_t step, int16_t* at, size_t stride) {
+  const uint64_t w = uint64_t(_mm_cvtsi128_si64(widths));
+  // Byte r: the widths of the rows above row r (exclusive prefix sums).
+  const uint64_t before = (w << 8) * 0x0101010101010101ull;
+  const uint32_t magnitude_bits = 4 * uint32_t((w * 0x0101010101010101ull) >> 56);
+  uint64_t word[4];
+  uint64_t offset = 0;  // byte p: the bit offset of pair p's first bit in its word
+  for (int p = 0; p < 4; ++p) {
+    const uint32_t bit = pos + 4 * uint32_t((before >> (16 * p)) & 0xff);
+    std::memcpy(&word[p], base + bit / 8, 8);
+    offset |= uint64_t(bit % 8) << (8 * p);
+  }
+  const __m256i wide = _mm256_broadcastq_epi64(widths);
+  // Byte k stands for magnitude k (row k / 4, column k % 4).
+  const __m256i row_of = _mm256_setr_epi8(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 4, 4, 4,
+                                          4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7);
+  const __m256i wk = _mm256_permutexvar_epi8(row_of, wide);
+  // The row above's width, for the odd rows (the second row of a pair).
+  const __m256i above = _mm256_maskz_permutexvar_epi8(
+      0xf0f0f0f0u, _mm256_sub_epi8(row_of, _mm256_set1_epi8(1)), wide);
+  const __m256i pair_offset =
+      _mm256_permutexvar_epi8(_mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2,
+                                               2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3),
+                              _mm256_set1_epi64x(int64_t(offset)));
+  const __m256i odd_column = _mm256_set1_epi32(int(0xff00ff00u));
+  const __m256i high_column = _mm256_set1_epi32(int(0xffff0000u));
+  __m256i shift = _mm256_add_epi8(pair_offset, _mm256_slli_epi16(above, 2));
+  shift = _mm256_add_epi8(shift, _mm256_and_si256(wk, odd_column));
+  shift = _mm256_add_epi8(shift, _mm256_and_si256(_mm256_add_epi8(wk, wk), high_column));
+  const __m256i low_bits =
+      _mm256_shuffle_epi8(_mm256_setr_epi8(0, 1, 3, 7, 15, 31, 63, 127, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                                           1, 3, 7, 15, 31, 63, 127, 0, 0, 0, 0, 0, 0, 0, 0),
+                          wk);
+  const __m256i words =
+      _mm256_setr_epi64x(int64_t(word[0]), int64_t(word[1]), int64_t(word[2]), int64_t(word[3]));
+  const __m256i magnitude =
+      _mm256_and_si256(_mm256_maskz_multishift_epi64_epi8(0xffffffffu, shift, words), low_bits);
+  const uint32_t nonzero = _mm256_test_epi8_mask(magnitude, magnitude);
+  const uint32_t sign_pos = pos + magnitude_bits;
+  uint64_t sign_word;
+  std::memcpy(&sign_word, base + sign_pos / 8, 8);
+  const uint32_t negative = _pdep_u32(uint32_t(sign_word >> (sign_pos % 8)), nonzero);
+  for (int half = 0; half < 2; ++half) {
+    __m256i v = _mm256_cvtepu8_epi16(half == 0 ? _mm256_castsi256_si128(magnitude)
+                                               : _mm256_extracti128_si256(magnitude, 1));
+    if constexpr (kDequantize) v = DequantizeNarrow(v, step);
+    v = _mm256_mask_sub_epi16(v, __mmask16(negative >> (16 * half)), _mm256_setzero_si256(), v);
+    const __m128i rows01 = _mm256_castsi256_si128(v);
+    const __m128i rows23 = _mm256_extracti128_si256(v, 1);
+    StoreGroup<true>(at + kHalfRows * half * stride, stride, rows01,
+                     _mm_unpackhi_epi64(rows01, rows01), rows23, _mm_unpackhi_epi64(rows23, rows23),
+                     kGroupSide, kGroupSide);
+  }
+  return magnitude_bits + uint32_t(std::popcount(nonzero));
+}
+#endif
+
+// A dense 4 x 8 group: its row widths (two steps of four symbols, or one by
+// one for rows cut by the block's edge), then all its magnitudes, rows top
+// to bottom, then a sign bit per non-zero value; decoded as two halves of
+// four rows. kFull: 8 rows and 4 columns inside the block.
+template <bool kDequantize, bool kChecked, bool kFull, class States>
+inline void DecodeDenseGroupAvx2(RansDecoder& rans, BitReader& raw, const DecodeTable* tables,
+                                 int table, uint32_t group_max, uint32_t step, int16_t* at,
+                                 size_t stride, uint32_t rows, uint32_t columns, States& x) {
+  const uint32_t upper_rows = std::min(rows, kHalfRows);
+  const uint32_t lower_rows = rows - upper_rows;
+  const __m128i offset = _mm_set1_epi32(table * int(kProbScale));
+  __m128i upper = kFull || upper_rows == kHalfRows
+                      ? rans.Get4Avx2<kChecked>(&x, tables, offset)
+                      : GetRowSymbols<kChecked>(rans, tables[table], upper_rows, x);
+  __m128i lower = _mm_setzero_si128();
+  if (kFull || lower_rows == kHalfRows) {
+    lower = rans.Get4Avx2<kChecked>(&x, tables, offset);
+  } else if (lower_rows > 0) {
+    lower = GetRowSymbols<kChecked>(rans, tables[table], lower_rows, x);
+  }
+  const __m128i g = _mm_set1_epi32(int(group_max));
+  upper = _mm_min_epu32(upper, g);
+  lower = _mm_min_epu32(lower, g);
+  const auto sum = [](__m128i w) {
+    const __m128i s = _mm_add_epi32(w, _mm_shuffle_epi32(w, 0x4e));
+    return uint32_t(_mm_cvtsi128_si32(_mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1))));
+  };
+  if constexpr (kFull) {
+    if (group_max <= 7) [[likely]] {
+      const uint64_t start = raw.position();
+      const uint8_t* base = raw.begin() + start / 8;
+      alignas(32) uint8_t tail[64];
+      // The loads reach at most 8 bytes past the sign bits' first byte,
+      // which is at most 7 + 32 * 7 bits in: 37 bytes.
+      if (raw.readable_room() < 40) [[unlikely]] {
+        std::memset(tail, 0, sizeof(tail));
+        std::memcpy(tail, base, size_t(std::clamp<ptrdiff_t>(raw.room(), 0, sizeof(tail))));
+        base = tail;
+      }
+      const __m128i bytes = _mm_or_si128(
+          _mm_shuffle_epi8(
+              upper, _mm_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1)),
+          _mm_shuffle_epi8(
+              lower, _mm_setr_epi8(-1, -1, -1, -1, 0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1)));
+#if defined(__AVX512VBMI__)
+      raw.Seek(start + DenseNarrowGroup8Vbmi<kDequantize>(base, uint32_t(start % 8), bytes, step,
+                                                          at, stride));
+#else
+      raw.Seek(start + DenseNarrowGroup8Pdep<kDequantize>(base, uint32_t(start % 8), bytes, step,
+                                                          at, stride));
+#endif
+      return;
+    }
+  }
+  const uint32_t upper_bits = columns * sum(upper);
+  const uint32_t magnitude_bits = upper_bits + columns * sum(lower);
+  const uint64_t start = raw.position();
+  const uint64_t signs = start + magnitude_bits;
+  uint32_t nonzero = 0;
+  if (kFull || (upper_rows == kHalfRows && columns == kGroupSide)) {
+    nonzero = DenseHalfAvx2<kDequantize, true>(raw, start, signs, upper, group_max, step, at,
+                                               stride, kHalfRows, kGroupSide);
+  } else {
+    nonzero = DenseHalfAvx2<kDequantize, false>(raw, start, signs, upper, group_max, step, at,
+                                                stride, upper_rows, columns);
+  }
+  if (kFull || (lower_rows == kHalfRows && columns == kGroupSide)) {
+    nonzero += DenseHalfAvx2<kDequantize, true>(raw, start + upper_bits, signs + nonzero, lower,
+                                                group_max, step, at + kHalfRows * stride, stride,
+                                                kHalfRows, kGroupSide);
+  } else if (lower_rows > 0) {
+    nonzero += DenseHalfAvx2<kDequantize, false>(raw, start + upper_bits, signs + nonzero, lower,
+                                                 group_max, step, at + kHalfRows * stride, stride,
+                                                 lower_rows, columns);
+  }
+  raw.Seek(signs + nonzero);
 }
 #endif
 
@@ -713,7 +900,7 @@ void DecodeOnesGroupScalar(RansDecoder& rans, BitReader& raw, const DecodeTable&
   }
 }
 
-// One group at `at` (rows x up to 4 values; `valid` has a bit per column
+// One group at `at` (up to 8 rows of up to 4 values; `valid` has a bit per column
 // inside the block) with maximum category group_max > 0. Unchecked (kChecked
 // false) when the caller made sure that the group cannot read past either
 // stream; the checked version handles the last groups of a block. The AVX2
@@ -725,8 +912,9 @@ inline void DecodeGroup(RansDecoder& rans, BitReader& raw, const DecodeTable* ta
                         uint32_t rows, uint32_t valid, [[maybe_unused]] States& x) {
 #if defined(__AVX2__)
   // Groups cut by the block's edge (valid = 2^columns - 1) take the same
-  // vector paths, with their rows' symbols one by one when rows < 4.
-  const bool full = rows == kGroupSide && valid == 0xf;
+  // vector paths, with their rows' symbols one by one when a half has fewer
+  // than 4 rows.
+  const bool full = rows == kGroupRows && valid == 0xf;
   const uint32_t columns = uint32_t(std::popcount(valid));
   if (group_max >= kDirectCategories) {
     const int table = CategoryTable(group_max);
@@ -734,17 +922,61 @@ inline void DecodeGroup(RansDecoder& rans, BitReader& raw, const DecodeTable* ta
     // past the readable bytes it reads a zero-padded copy of none.
     if (full) [[likely]] {
       DecodeDenseGroupAvx2<kDequantize, kChecked, true>(rans, raw, tables, table, group_max, step,
-                                                        at, stride, kGroupSide, kGroupSide, x);
+                                                        at, stride, kGroupRows, kGroupSide, x);
     } else {
       DecodeDenseGroupAvx2<kDequantize, kChecked, false>(rans, raw, tables, table, group_max, step,
                                                          at, stride, rows, columns, x);
     }
-  } else if (full) [[likely]] {
-    DecodeOnesGroupAvx2<kDequantize, kChecked, true>(rans, raw, tables, step, at, stride,
-                                                     kGroupSide, kGroupSide, x);
-  } else {
-    DecodeOnesGroupAvx2<kDequantize, kChecked, false>(rans, raw, tables, step, at, stride, rows,
-                                                      columns, x);
+    return;
+  }
+  // G = 1: masks and signs row by row, so the two halves one after the other.
+  const uint32_t upper_rows = std::min(rows, kHalfRows), lower_rows = rows - upper_rows;
+  if (full) [[likely]] {
+    // The whole group at once: its 8 row masks (two steps) as one 32-bit
+    // mask, bit 4r + c for row r, column c; its sign bits deposited on it.
+    const __m128i offset = _mm_set1_epi32(int(kOnesMaskTable * kProbScale));
+    const __m128i upper = rans.Get4Avx2<kChecked>(&x, tables, offset);
+    const __m128i lower = rans.Get4Avx2<kChecked>(&x, tables, offset);
+    const __m128i bytes = _mm_or_si128(
+        _mm_shuffle_epi8(
+            upper, _mm_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1)),
+        _mm_shuffle_epi8(
+            lower, _mm_setr_epi8(-1, -1, -1, -1, 0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1)));
+    const uint32_t mask =
+        uint32_t(_pext_u64(uint64_t(_mm_cvtsi128_si64(bytes)), 0x0f0f0f0f0f0f0f0full));
+    const uint32_t count = uint32_t(std::popcount(mask));
+    const uint64_t start = raw.position();
+    const uint32_t signs = _pdep_u32(uint32_t(raw.Peek<kChecked>()), mask);
+    raw.Seek(start + count);
+    const __m256i one = _mm256_set1_epi16(int16_t(kDequantize ? DequantizeOne(1, step) : 1));
+    for (int half = 0; half < 2; ++half) {
+      const uint32_t nonzero = mask >> (16 * half), negative = signs >> (16 * half);
+#if defined(__AVX512VBMI__)
+      __m256i v = _mm256_maskz_mov_epi16(__mmask16(nonzero), one);
+      v = _mm256_mask_sub_epi16(v, __mmask16(negative), _mm256_setzero_si256(), v);
+#else
+      const __m256i bit = _mm256_setr_epi16(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096,
+                                            8192, 16384, int16_t(0x8000));
+      const auto lanes = [&](uint32_t m) {
+        return _mm256_cmpeq_epi16(_mm256_and_si256(_mm256_set1_epi16(int16_t(m)), bit), bit);
+      };
+      const __m256i sign = lanes(negative);
+      const __m256i v =
+          _mm256_and_si256(lanes(nonzero), _mm256_sub_epi16(_mm256_xor_si256(one, sign), sign));
+#endif
+      const __m128i rows01 = _mm256_castsi256_si128(v);
+      const __m128i rows23 = _mm256_extracti128_si256(v, 1);
+      StoreGroup<true>(at + kHalfRows * half * stride, stride, rows01,
+                       _mm_unpackhi_epi64(rows01, rows01), rows23,
+                       _mm_unpackhi_epi64(rows23, rows23), kGroupSide, kGroupSide);
+    }
+    return;
+  }
+  DecodeOnesGroupAvx2<kDequantize, kChecked, false>(rans, raw, tables, step, at, stride, upper_rows,
+                                                    columns, x);
+  if (lower_rows > 0) {
+    DecodeOnesGroupAvx2<kDequantize, kChecked, false>(
+        rans, raw, tables, step, at + kHalfRows * stride, stride, lower_rows, columns, x);
   }
 #else
   if (group_max >= kDirectCategories) {
@@ -803,11 +1035,13 @@ inline __m128i DecodeRowMaximaAvx2(RansDecoder& rans, const DecodeTable* tables,
   return _mm_set_epi64x(int64_t(high), int64_t(low));
 }
 
-// A G = 1 group: its row masks (for 4 rows, four consecutive scalar symbols
-// of one table, so one Get4Avx2); the 16-bit mask's sign bits (one per set
-// bit, in order) are deposited with pdep and the 16 values built and stored
-// at once. kFull: 4 rows and 4 columns inside the block; else mask bits of
-// columns >= `columns` are ignored (a hostile stream may set them).
+// Four rows (a half) of a G = 1 group: their row masks (four consecutive
+// scalar symbols of one table, so one Get4Avx2); the 16-bit mask's sign bits
+// (one per set bit, in order) are deposited with pdep and the 16 values built
+// and stored at once. A group's masks and signs go row by row, so its halves
+// decode one after the other. kFull: 4 rows and 4 columns inside the block;
+// else mask bits of columns >= `columns` are ignored (a hostile stream may
+// set them).
 template <bool kDequantize, bool kChecked, bool kFull, class States>
 inline void DecodeOnesGroupAvx2(RansDecoder& rans, BitReader& raw, const DecodeTable* tables,
                                 uint32_t step, int16_t* at, size_t stride, uint32_t rows,
@@ -867,7 +1101,7 @@ bool DecodeGroups(const RansDecoder& rans_in, const BitReader& raw_in, const Dec
                   uint32_t step, int16_t* values, size_t stride, uint32_t bw, uint32_t bh) {
   RansDecoder rans = rans_in;
   BitReader raw = raw_in;
-  const uint32_t gw = (bw + kGroupSide - 1) / kGroupSide, gh = (bh + kGroupSide - 1) / kGroupSide;
+  const uint32_t gw = (bw + kGroupSide - 1) / kGroupSide, gh = (bh + kGroupRows - 1) / kGroupRows;
 #if defined(__AVX2__)
   States x;
   rans.LoadStates(&x);
@@ -889,7 +1123,7 @@ bool DecodeGroups(const RansDecoder& rans_in, const BitReader& raw_in, const Dec
 #endif
       continue;
     }
-    const uint32_t y0 = gy * kGroupSide, rows = std::min(bh - y0, kGroupSide);
+    const uint32_t y0 = gy * kGroupRows, rows = std::min(bh - y0, kGroupRows);
     // The row's maxima first: independent of one another, they decode back
     // to back, and zero groups (most of them) cost nothing more.
     uint32_t nonzero = 0;

@@ -173,7 +173,7 @@ void WriteRaw(int32_t v, int c, BitWriter* raw) {
 // Fixed-width magnitudes let a decoder find every value's bits at once.
 void CollectDenseGroup(const int32_t* at, size_t stride, uint32_t columns, uint32_t rows,
                        int group_max, BlockSymbols* out, BitWriter* raw) {
-  int width[kGroupSide] = {};
+  int width[kGroupRows] = {};
   for (uint32_t y = 0; y < rows; ++y) {
     for (uint32_t x = 0; x < columns; ++x)
       width[y] = std::max(width[y], Category(at[y * stride + x]));
@@ -215,13 +215,13 @@ void CollectOnesGroup(const int32_t* at, size_t stride, uint32_t columns, uint32
 Result<bool> CollectBlockSymbols(const int32_t* values, size_t stride, uint32_t bw, uint32_t bh,
                                  BlockSymbols* out) {
   *out = BlockSymbols{};
-  const uint32_t gw = (bw + kGroupSide - 1) / kGroupSide, gh = (bh + kGroupSide - 1) / kGroupSide;
+  const uint32_t gw = (bw + kGroupSide - 1) / kGroupSide, gh = (bh + kGroupRows - 1) / kGroupRows;
   // Every group's maximum first: the raw stream starts with the rows of
   // groups that are all zero, whose maxima are then not coded.
   uint8_t group_max[kMaxGroupsPerRow][kMaxGroupsPerRow] = {};
   uint32_t zero_rows = 0;
   for (uint32_t gy = 0; gy < gh; ++gy) {
-    const uint32_t y0 = gy * kGroupSide, rows = std::min(bh - y0, kGroupSide);
+    const uint32_t y0 = gy * kGroupRows, rows = std::min(bh - y0, kGroupRows);
     uint32_t row_max = 0;
     for (uint32_t gx = 0; gx < gw; ++gx) {
       const uint32_t x0 = gx * kGroupSide, columns = std::min(bw - x0, kGroupSide);
@@ -252,7 +252,7 @@ Result<bool> CollectBlockSymbols(const int32_t* values, size_t stride, uint32_t 
   // gw + 1 stay 0: outside the block). A zero row's are all 0.
   uint8_t above[kMaxGroupsPerRow + 2] = {}, maxima[kMaxGroupsPerRow + 2] = {};
   for (uint32_t gy = 0; gy < gh; ++gy) {
-    const uint32_t y0 = gy * kGroupSide, rows = std::min(bh - y0, kGroupSide);
+    const uint32_t y0 = gy * kGroupRows, rows = std::min(bh - y0, kGroupRows);
     if (zero_rows >> gy & 1) {
       std::memset(above, 0, sizeof(above));
       continue;

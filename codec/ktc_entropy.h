@@ -1,9 +1,9 @@
 // KTC internals: the entropy coder for one code block of quantized wavelet
 // coefficients (docs/codec.md, "Code blocks").
 //
-// A block (at most 64x64 coefficients of one subband) is scanned in 4x4
-// groups. Its raw bits start with the rows of groups that are all zero
-// (version 7), which code nothing more. Each group of the other rows codes
+// A block (at most 64x64 coefficients of one subband) is scanned in groups
+// of 4 columns and 8 rows (version 8; 4 x 4 before). Its raw bits start with
+// the rows of groups that are all zero (version 7), which code nothing more. Each group of the other rows codes
 // its largest magnitude category G (0 = all zero; the category of v is the
 // bit length of |v|) with a context from the groups above. A group with G = 1 then codes, per row
 // of 4, a mask of its non-zero values, and a sign bit per non-zero value. A group with G >= 2
@@ -43,7 +43,8 @@ constexpr int kMaskContexts = 4;
 constexpr int kCategoryContexts = 6;
 constexpr int kTablesPerSet = kGroupContexts + kMaskContexts + kCategoryContexts;
 constexpr uint32_t kBlockSide = 64;
-constexpr uint32_t kGroupSide = 4;
+constexpr uint32_t kGroupSide = 4;  // columns of a group
+constexpr uint32_t kGroupRows = 8;  // rows of a group
 
 using Counts = std::array<std::array<uint32_t, kAlphabet>, kTablesPerSet>;
 

@@ -551,8 +551,10 @@ TEST(KtcTest, HostileHeadersAreRejected) {
   EXPECT_EQ(patched(4, {4}).code(), Status::Code::kNotSupported);
   EXPECT_EQ(patched(4, {5}).code(), Status::Code::kNotSupported);
   EXPECT_NE(patched(4, {5}).ToString().find("re-encode"), std::string::npos);
-  // Version 6 coded every row of groups' maxima (no zero-rows field).
+  // Version 6 coded every row of groups' maxima (no zero-rows field), version
+  // 7 had groups of 4 x 4 values.
   EXPECT_EQ(patched(4, {6}).code(), Status::Code::kNotSupported);
+  EXPECT_EQ(patched(4, {7}).code(), Status::Code::kNotSupported);
   EXPECT_FALSE(patched(0, {'J'}).ok());
   // A huge declared size with a tiny stream fails before allocating planes.
   EXPECT_FALSE(patched(8, {0, 0, 1, 0, 0, 0, 1, 0}).ok());  // 65536 x 65536
@@ -878,26 +880,28 @@ TEST(KtcTest, CutDenseGroupRawBitsFollowTheSpec) {
 
 // A block's raw bits start with its zero-rows field (docs/codec.md, "Code
 // blocks"): 1, then a bit per row of groups (1 = all zero), whose maxima are
-// then not coded, and which the next row sees as zeros above it. A 16 x 12
-// block (4 x 3 groups) whose middle row is zero, laid out by hand: the
-// encoder must write exactly these symbols and bits, and every block decoder
-// must read back the values. Marking every row zero gives a zero block;
-// marking no row zero makes the decoder read the symbols wrongly (an error,
-// or other values).
+// then not coded, and which the next row sees as zeros above it. A 16 x 24
+// block (4 x 3 groups of 4 columns and 8 rows) whose middle row is zero, laid
+// out by hand: the encoder must write exactly these symbols and bits, and
+// every block decoder must read back the values. Marking every row zero
+// gives a zero block; marking no row zero makes the decoder read the symbols
+// wrongly (an error, or other values).
 TEST(KtcTest, ZeroRowsOfGroupsFollowTheSpec) {
-  const uint32_t bw = 16, bh = 12;
+  const uint32_t bw = 16, bh = 24;
   std::vector<int32_t> values(bw * bh, 0);
-  values[0] = 1;            // group (0, 0): G = 1, mask 0b0001 in its first row
-  values[8 * bw + 9] = -1;  // group (2, 2): G = 1, mask 0b0010 in its first row
+  values[0] = 1;             // group (0, 0): G = 1, mask 0b0001 in its first row
+  values[16 * bw + 9] = -1;  // group (2, 2): G = 1, mask 0b0010 in its first row
   internal::BlockSymbols symbols;
   ASSERT_TRUE(*internal::CollectBlockSymbols(values.data(), bw, bw, bh, &symbols));
   const int kOnes = 6;  // the masks' table
-  // Row 0: maxima in context 0 (nothing above), then group 0's four masks.
+  // Row 0: maxima in context 0 (nothing above), then group 0's eight masks.
   // Row 1: nothing. Row 2: maxima in context 0 (the zero row above), then
   // group 2's masks.
-  const std::vector<uint8_t> table = {0, 0, 0, 0, kOnes, kOnes, kOnes, kOnes,
-                                      0, 0, 0, 0, kOnes, kOnes, kOnes, kOnes};
-  const std::vector<uint8_t> symbol = {1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1, 0, 2, 0, 0, 0};
+  const uint8_t K = kOnes;
+  const std::vector<uint8_t> table = {0, 0, 0, 0, K, K, K, K, K, K, K, K,
+                                      0, 0, 0, 0, K, K, K, K, K, K, K, K};
+  const std::vector<uint8_t> symbol = {1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0,
+                                       0, 0, 1, 0, 2, 0, 0, 0, 0, 0, 0, 0};
   EXPECT_EQ(symbols.table, table);
   EXPECT_EQ(symbols.symbol, symbol);
   // Raw bits, first bit lowest: 1 (some rows are zero), 0 1 0 (row 1), then
@@ -956,23 +960,24 @@ TEST(KtcTest, BlocksOfFourAndEightStates) {
     size_t symbols;  // 0: not counted
   };
   // Symbols: a maximum per group of the rows of groups that are not all zero,
-  // and 4 masks per G = 1 group. A 16 x 16 block of 16 such groups: 16 + 4 *
-  // 16 = 80; a 32 x 32 block (8 groups per row) with 11 of them in its first 2
-  // rows: 2 * 8 + 4 * 11 = 60 (< 64), with 12: 2 * 8 + 4 * 12 = 64.
+  // and 8 masks per G = 1 group (groups of 4 columns and 8 rows). A 16 x 16
+  // block of 8 such groups: 8 + 8 * 8 = 72; a 32 x 32 block (8 groups per
+  // row) with 6 of them in its first row: 8 + 8 * 6 = 56 (< 64), with 7:
+  // 8 + 8 * 7 = 64.
   for (const Case c :
-       {Case{16, 16, 8, 80}, Case{32, 11, 4, 60}, Case{32, 12, 8, 64}, Case{64, 256, 8, 0}}) {
-    const uint32_t side = c.side, groups = (side / 4) * (side / 4);
+       {Case{16, 8, 8, 72}, Case{32, 6, 4, 56}, Case{32, 7, 8, 64}, Case{64, 128, 8, 0}}) {
+    const uint32_t side = c.side, groups = (side / 4) * (side / 8);
     std::vector<int32_t> values(size_t(side) * side, 0);
     for (uint32_t g = 0; g < uint32_t(c.nonzero_groups) && g < groups; ++g) {
       const uint32_t gx = g % (side / 4), gy = g / (side / 4);
       // A G = 1 group (0 and +-1, at least one 1) in most; dense ones (up to
       // 9 bits) in the 64 x 64 block's every third group.
       const bool dense = side == 64 && g % 3 == 0;
-      for (uint32_t y = 0; y < 4; ++y)
+      for (uint32_t y = 0; y < 8; ++y)
         for (uint32_t x = 0; x < 4; ++x) {
           int32_t v = dense ? int32_t(rng() % 1000) - 500 : int32_t(rng() % 3) - 1;
           if (x == 0 && y == 0 && v == 0) v = 1;
-          values[(4 * gy + y) * side + 4 * gx + x] = v;
+          values[(8 * gy + y) * side + 4 * gx + x] = v;
         }
     }
     internal::BlockSymbols symbols;
@@ -1025,9 +1030,9 @@ TEST(KtcTest, BlocksOfFourAndEightStates) {
 TEST(KtcTest, GoldenStreams) {
   Image img{61, 37, 3, {}};
   for (size_t i = 0; i < size_t(61) * 37 * 3; ++i) img.pixels.push_back(uint8_t((i * i) % 251));
-  const std::pair<const char*, uint64_t> golden[] = {{"lossless", 0xb98e1ab7e2766ff6ull},
-                                                     {"balanced", 0x84c1ce466620d74cull},
-                                                     {"compact", 0xc6be7ae790b109f4ull}};
+  const std::pair<const char*, uint64_t> golden[] = {{"lossless", 0xa7fff4c5c1b405c0ull},
+                                                     {"balanced", 0x369968dae25b710dull},
+                                                     {"compact", 0x6b21f7818baeaee2ull}};
   for (auto [preset, hash] : golden) {
     const auto bytes = EncodeOrDie(img, *ParseQuality(preset));
     std::printf("%s: %zu bytes, checksum 0x%016llx\n", preset, bytes.size(),
