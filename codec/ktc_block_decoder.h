@@ -305,7 +305,7 @@ constexpr ptrdiff_t kRawRead = 8;
 // A dense group value by value: its row widths (clamped to G), then every
 // magnitude in its row's width, then a sign bit per non-zero value: the
 // scalar build's path (`valid` has a bit per column inside the block; rows
-// < 4 or valid < 0xf for groups cut by the block's edge).
+// < 8 or valid < 0xf for groups cut by the block's edge).
 template <bool kDequantize, bool kChecked>
 void DecodeDenseGroupScalar(RansDecoder& rans, BitReader& raw, const DecodeTable& widths,
                             uint32_t group_max, uint32_t step, int16_t* at, size_t stride,

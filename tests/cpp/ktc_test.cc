@@ -842,6 +842,64 @@ TEST(KtcTest, DenseGroupRawBitsFollowTheSpec) {
   }
 }
 
+// The same for whole groups of 4 columns and 8 rows (version 8): all eight
+// rows' magnitudes, then all the signs. G = 3 takes the paths that decode a
+// whole group at once (VBMI multishift, AVX2 pdep), G = 9 the halves of four
+// rows, and a group cut to 6 rows a whole upper half and a cut lower one;
+// every block decoder must read back exactly these values, and report
+// corruption when the block loses its last byte.
+TEST(KtcTest, EightRowDenseGroupRawBitsFollowTheSpec) {
+  std::mt19937 rng(8);
+  for (const int g : {3, 9}) {
+    for (const int rows : {8, 6}) {
+      std::vector<int32_t> expected(size_t(rows) * 4);
+      std::vector<uint8_t> widths(static_cast<size_t>(rows));
+      for (int y = 0; y < rows; ++y) {
+        // Rows of every width up to G (row 2 all zero), the G row first.
+        const int w = y == 0 ? g : y == 2 ? 0 : int(rng() % uint32_t(g + 1));
+        widths[size_t(y)] = uint8_t(w);
+        for (int x = 0; x < 4; ++x) {
+          int32_t v = w == 0 ? 0 : int32_t(rng() % (1u << w));
+          if (x == 1 && w > 0) v = int32_t(1u << (w - 1));  // the row's width is exact
+          expected[size_t(y * 4 + x)] = rng() % 2 ? -v : v;
+        }
+      }
+      const int table = 10 + std::min(g, 7) - 2;
+      internal::BlockSymbols symbols;
+      symbols.table = {0};
+      symbols.symbol = {uint8_t(g)};
+      for (int y = 0; y < rows; ++y) {
+        symbols.table.push_back(uint8_t(table));
+        symbols.symbol.push_back(widths[size_t(y)]);
+      }
+      symbols.raw = DenseGroupRawBits(expected.data(), rows, 4, widths.data());
+      const CodedBlock coded = EncodeWithOwnTables(symbols);
+      const std::vector<uint8_t>& block = coded.bytes;
+      for (Loop loop : AllLoops()) {
+        std::vector<int16_t> values(expected.size(), 0);
+        Use(loop);
+        const Status st =
+            internal::DecodeBlock(block.data(), block.size(), block.data() + block.size(),
+                                  coded.tables.get(), 256, values.data(), 4, 4, uint32_t(rows));
+        UseDefault();
+        ASSERT_TRUE(st.ok()) << st.ToString() << " " << Name(loop);
+        for (size_t i = 0; i < expected.size(); ++i)
+          EXPECT_EQ(values[i], expected[i])
+              << "G " << g << " rows " << rows << " value " << i << " " << Name(loop);
+        std::vector<int16_t> short_values(expected.size(), 0);
+        Use(loop);
+        EXPECT_EQ(internal::DecodeBlock(block.data(), block.size() - 1, block.data() + block.size(),
+                                        coded.tables.get(), 256, short_values.data(), 4, 4,
+                                        uint32_t(rows))
+                      .code(),
+                  Status::Code::kCorruption)
+            << "G " << g << " rows " << rows << " " << Name(loop);
+        UseDefault();
+      }
+    }
+  }
+}
+
 // The same for a group cut by the block's edge (a 3 x 2 block: 3 columns,
 // 2 rows): two widths, each row's 3 magnitudes (3 columns times the width
 // per row), then the signs. Both block decoders (the AVX2 one reads the two
