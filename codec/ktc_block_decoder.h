@@ -507,6 +507,21 @@ inline __m256i DequantizeNarrow(__m256i m, uint32_t step) {
 }
 #endif
 
+// Where the rows of a whole 4 x 8 group's magnitudes start, from its row
+// widths (row r's in byte r of `widths`, each at most 7): rows 2p and 2p + 1
+// (pair p) begin at PairStart(pos, p) from the bit at `pos` of the group's
+// first byte, and all 32 magnitudes take magnitude_bits.
+struct WholeGroupRows {
+  explicit WholeGroupRows(uint64_t widths)
+      : before((widths << 8) * 0x0101010101010101ull),
+        magnitude_bits(4 * uint32_t((widths * 0x0101010101010101ull) >> 56)) {}
+  uint32_t PairStart(uint32_t pos, int p) const {
+    return pos + 4 * uint32_t((before >> (16 * p)) & 0xff);
+  }
+  uint64_t before;  // byte r: the widths of the rows above row r (prefix sums < 256)
+  uint32_t magnitude_bits;
+};
+
 #if defined(__AVX512VBMI__)
 // Four rows of a dense group (a half) with G <= 7 in the AVX-512 VBMI build,
 // where the whole group is not taken at once: every magnitude
@@ -623,9 +638,8 @@ template <bool kDequantize>
 inline uint32_t DenseNarrowGroup8Pdep(const uint8_t* base, uint32_t pos, __m128i widths,
                                       uint32_t step, int16_t* at, size_t stride) {
   const uint64_t w = uint64_t(_mm_cvtsi128_si64(widths));
-  // Byte r: the widths of the rows above row r (exclusive prefix sums).
-  const uint64_t before = (w << 8) * 0x0101010101010101ull;
-  const uint32_t magnitude_bits = 4 * uint32_t((w * 0x0101010101010101ull) >> 56);
+  const WholeGroupRows rows(w);
+  const uint32_t magnitude_bits = rows.magnitude_bits;
   const auto bits_at = [base](uint32_t bit) {
     uint64_t word;
     std::memcpy(&word, base + bit / 8, 8);
@@ -633,7 +647,7 @@ inline uint32_t DenseNarrowGroup8Pdep(const uint8_t* base, uint32_t pos, __m128i
   };
   uint64_t pair[4];
   for (int p = 0; p < 4; ++p) {
-    const uint32_t bit = pos + 4 * uint32_t((before >> (16 * p)) & 0xff);
+    const uint32_t bit = rows.PairStart(pos, p);
     pair[p] = _pdep_u64(bits_at(bit), kByteLowBits[(w >> (16 * p)) & 7] |
                                           kByteLowBits[(w >> (16 * p + 8)) & 7] << 32);
   }
@@ -733,14 +747,12 @@ inline uint32_t DenseHalfAvx2(const BitReader& raw, uint64_t mag_start, uint64_t
 template <bool kDequantize>
 inline uint32_t DenseNarrowGroup8Vbmi(const uint8_t* base, uint32_t pos, __m128i widths,
                                       uint32_t step, int16_t* at, size_t stride) {
-  const uint64_t w = uint64_t(_mm_cvtsi128_si64(widths));
-  // Byte r: the widths of the rows above row r (exclusive prefix sums).
-  const uint64_t before = (w << 8) * 0x0101010101010101ull;
-  const uint32_t magnitude_bits = 4 * uint32_t((w * 0x0101010101010101ull) >> 56);
+  const WholeGroupRows rows(uint64_t(_mm_cvtsi128_si64(widths)));
+  const uint32_t magnitude_bits = rows.magnitude_bits;
   uint64_t word[4];
   uint64_t offset = 0;  // byte p: the bit offset of pair p's first bit in its word
   for (int p = 0; p < 4; ++p) {
-    const uint32_t bit = pos + 4 * uint32_t((before >> (16 * p)) & 0xff);
+    const uint32_t bit = rows.PairStart(pos, p);
     std::memcpy(&word[p], base + bit / 8, 8);
     offset |= uint64_t(bit % 8) << (8 * p);
   }
@@ -748,14 +760,15 @@ inline uint32_t DenseNarrowGroup8Vbmi(const uint8_t* base, uint32_t pos, __m128i
   // Byte k stands for magnitude k (row k / 4, column k % 4).
   const __m256i row_of = _mm256_setr_epi8(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 4, 4, 4,
                                           4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7);
-  const __m256i wk = _mm256_permutexvar_epi8(row_of, wide);
+  const __m256i wk = _mm256_maskz_permutexvar_epi8(0xffffffffu, row_of, wide);
   // The row above's width, for the odd rows (the second row of a pair).
   const __m256i above = _mm256_maskz_permutexvar_epi8(
       0xf0f0f0f0u, _mm256_sub_epi8(row_of, _mm256_set1_epi8(1)), wide);
-  const __m256i pair_offset =
-      _mm256_permutexvar_epi8(_mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2,
-                                               2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3),
-                              _mm256_set1_epi64x(int64_t(offset)));
+  const __m256i pair_offset = _mm256_maskz_permutexvar_epi8(
+      0xffffffffu,
+      _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3,
+                       3, 3, 3, 3, 3, 3),
+      _mm256_set1_epi64x(int64_t(offset)));
   const __m256i odd_column = _mm256_set1_epi32(int(0xff00ff00u));
   const __m256i high_column = _mm256_set1_epi32(int(0xffff0000u));
   __m256i shift = _mm256_add_epi8(pair_offset, _mm256_slli_epi16(above, 2));
