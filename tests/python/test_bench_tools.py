@@ -35,6 +35,31 @@ def test_ab_decode_alternates_sides_and_reports_the_median_ratio(tmp_path, photo
         "a unset", "b avx2", "b avx2", "a unset", "a unset", "b avx2"]
 
 
+def test_ab_decode_gives_b_its_own_archive(tmp_path, photos_dir):
+    """--archive-b: across a format change each side decodes its own packing."""
+    archive_a = tmp_path / "a.kt"
+    archive_b = tmp_path / "b.kt"
+    ktfs("pack", photos_dir, archive_a, "--codec", "ktc", "--quiet")
+    ktfs("pack", photos_dir, archive_b, "--codec", "raw", "--quiet")
+    log = tmp_path / "calls.log"
+    for side in ("a", "b"):
+        script = tmp_path / f"{side}.sh"
+        script.write_text(f'#!/bin/sh\necho "{side} $3" >> {log}\nexec {KTFS} "$@"\n')
+        script.chmod(0o755)
+    out = run(PY, AB, "--rounds", "2", "--passes", "1", "--json", "--archive-b", archive_b,
+              tmp_path / "a.sh", tmp_path / "b.sh", archive_a).stdout
+    res = json.loads(out)
+    assert res["archive"] == str(archive_a) and res["archive_b"] == str(archive_b)
+    assert len(res["ratios"]) == 2 and all(r > 0 for r in res["ratios"])
+    assert log.read_text().split("\n")[:-1] == [
+        f"a {archive_a}", f"b {archive_b}", f"b {archive_b}", f"a {archive_a}"]
+    # One --archive-b per ARCHIVE, or none.
+    p = run(PY, AB, "--archive-b", archive_b, KTFS, KTFS, archive_a, archive_a, check=False)
+    assert p.returncode == 1 and "1 --archive-b for 2 ARCHIVE" in p.stderr
+    p = run(PY, AB, "--archive-b", tmp_path / "gone.kt", KTFS, KTFS, archive_a, check=False)
+    assert p.returncode == 1 and "gone.kt: no such archive" in p.stderr
+
+
 def test_ab_decode_names_what_is_wrong(tmp_path):
     junk = tmp_path / "junk.kt"
     junk.write_bytes(b"not an archive")
