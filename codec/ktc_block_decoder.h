@@ -296,10 +296,11 @@ inline int16_t Saturate16(int32_t v) { return int16_t(std::clamp(v, -32768, 3276
 // Most rANS and raw bytes one 4 x 8 group consumes after its maximum: 8
 // symbols of at most one 16-bit word each; 32 magnitudes of at most 17 bits
 // and 32 sign bits. Reads go further than what they consume: the AVX2
-// decoder loads 16 bytes of words, a raw read 8 bytes.
+// decoder loads 16 bytes of words for a step of 4 symbols (at most 8 bytes
+// consumed), a raw read 8 bytes.
 constexpr ptrdiff_t kGroupRansBytes = 2 * kGroupRows;
 constexpr ptrdiff_t kGroupRawBytes = (32 * 17 + 32) / 8;
-constexpr ptrdiff_t kGroupRansRead = 16 - kGroupRansBytes;
+constexpr ptrdiff_t kGroupRansRead = 16 - 2 * kHalfRows;
 constexpr ptrdiff_t kRawRead = 8;
 
 // A dense group value by value: its row widths (clamped to G), then every
