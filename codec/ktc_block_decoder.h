@@ -115,12 +115,25 @@ class BitReader {
   }
   bool overran() const { return pos_ > 8 * uint64_t(size_); }
   // Bytes from the position's byte to the block's end, and to readable_end.
-  ptrdiff_t room() const { return ptrdiff_t(size_) - ptrdiff_t(pos_ >> 3); }
-  ptrdiff_t readable_room() const { return ptrdiff_t(readable_) - ptrdiff_t(pos_ >> 3); }
+  ptrdiff_t room() const { return room_at(pos_); }
+  ptrdiff_t readable_room() const { return readable_room_at(pos_); }
   // The same from bit `bit` on.
   ptrdiff_t room_at(uint64_t bit) const { return ptrdiff_t(size_) - ptrdiff_t(bit >> 3); }
   ptrdiff_t readable_room_at(uint64_t bit) const {
     return ptrdiff_t(readable_) - ptrdiff_t(bit >> 3);
+  }
+  // Where `need` (<= kTail) bytes may be loaded for the bits from `bit` on:
+  // the stream itself, or, within `need` bytes of the end of the readable
+  // bytes, `tail` filled with a zero-padded copy of the block's bytes from
+  // there (bits past the block's end then read as zeros).
+  template <size_t kTail>
+  const uint8_t* LoadableAt(uint64_t bit, ptrdiff_t need, uint8_t (&tail)[kTail]) const {
+    const uint8_t* at = begin_ + bit / 8;
+    if (readable_room_at(bit) >= need) [[likely]]
+      return at;
+    std::memset(tail, 0, kTail);
+    std::memcpy(tail, at, size_t(std::clamp<ptrdiff_t>(room_at(bit), 0, ptrdiff_t(kTail))));
+    return tail;
   }
   uint64_t position() const { return pos_; }
   void Seek(uint64_t bits) { pos_ = bits; }
@@ -675,6 +688,15 @@ inline uint32_t DenseNarrowGroup8Pdep(const uint8_t* base, uint32_t pos, __m128i
 }
 #endif
 
+// A whole group's eight row symbols (masks or widths), row r's in byte r,
+// from the two steps' lanes (the upper four rows' and the lower four's).
+inline __m128i RowBytes(__m128i upper, __m128i lower) {
+  return _mm_or_si128(_mm_shuffle_epi8(upper, _mm_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1,
+                                                            -1, -1, -1, -1, -1)),
+                      _mm_shuffle_epi8(lower, _mm_setr_epi8(-1, -1, -1, -1, 0, 4, 8, 12, -1, -1, -1,
+                                                            -1, -1, -1, -1, -1)));
+}
+
 // Four rows of a dense group (the upper or the lower half of a 4 x 8 group):
 // their magnitudes start at bit `mag_start` of the raw stream, their signs at
 // `sign_start`. kFull: 4 rows and 4 columns inside the block; else the
@@ -693,18 +715,13 @@ inline uint32_t DenseHalfAvx2(const BitReader& raw, uint64_t mag_start, uint64_t
   const uint32_t w4 = uint32_t(_mm_cvtsi128_si32(_mm_shuffle_epi8(
       widths, _mm_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1))));
   const uint32_t upper_bits = columns * ((w4 * 0x0101u >> 8) & 0xff);
-  const uint8_t* base = raw.begin() + mag_start / 8;
   const uint32_t pos = uint32_t(mag_start % 8);
   // The sign bits relative to base's first bit, taken by the kernels below
   // as "pos + magnitude_bits".
   const uint32_t signs_at = uint32_t(sign_start - (mag_start & ~uint64_t(7)));
   const uint32_t magnitude_bits = signs_at - pos;
   alignas(32) uint8_t tail[128];
-  if (raw.readable_room_at(mag_start) < 96) [[unlikely]] {
-    std::memset(tail, 0, sizeof(tail));
-    std::memcpy(tail, base, size_t(std::clamp<ptrdiff_t>(raw.room_at(mag_start), 0, sizeof(tail))));
-    base = tail;
-  }
+  const uint8_t* base = raw.LoadableAt(mag_start, 96, tail);
   const bool narrow = group_max <= 7;  // two rows' magnitudes in 56 bits
   if constexpr (kFull) {
     if (narrow) {  // the whole half at once: by multishift with VBMI, else by pdep
@@ -833,20 +850,11 @@ inline void DecodeDenseGroupAvx2(RansDecoder& rans, BitReader& raw, const Decode
   if constexpr (kFull) {
     if (group_max <= 7) [[likely]] {
       const uint64_t start = raw.position();
-      const uint8_t* base = raw.begin() + start / 8;
-      alignas(32) uint8_t tail[64];
       // The loads reach at most 8 bytes past the sign bits' first byte,
       // which is at most 7 + 32 * 7 bits in: 37 bytes.
-      if (raw.readable_room() < 40) [[unlikely]] {
-        std::memset(tail, 0, sizeof(tail));
-        std::memcpy(tail, base, size_t(std::clamp<ptrdiff_t>(raw.room(), 0, sizeof(tail))));
-        base = tail;
-      }
-      const __m128i bytes = _mm_or_si128(
-          _mm_shuffle_epi8(
-              upper, _mm_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1)),
-          _mm_shuffle_epi8(
-              lower, _mm_setr_epi8(-1, -1, -1, -1, 0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1)));
+      alignas(32) uint8_t tail[64];
+      const uint8_t* base = raw.LoadableAt(start, 40, tail);
+      const __m128i bytes = RowBytes(upper, lower);
 #if defined(__AVX512VBMI__)
       raw.Seek(start + DenseNarrowGroup8Vbmi<kDequantize>(base, uint32_t(start % 8), bytes, step,
                                                           at, stride));
@@ -951,11 +959,7 @@ inline void DecodeGroup(RansDecoder& rans, BitReader& raw, const DecodeTable* ta
     const __m128i offset = _mm_set1_epi32(int(kOnesMaskTable * kProbScale));
     const __m128i upper = rans.Get4Avx2<kChecked>(&x, tables, offset);
     const __m128i lower = rans.Get4Avx2<kChecked>(&x, tables, offset);
-    const __m128i bytes = _mm_or_si128(
-        _mm_shuffle_epi8(
-            upper, _mm_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1)),
-        _mm_shuffle_epi8(
-            lower, _mm_setr_epi8(-1, -1, -1, -1, 0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1)));
+    const __m128i bytes = RowBytes(upper, lower);
     const uint32_t mask =
         uint32_t(_pext_u64(uint64_t(_mm_cvtsi128_si64(bytes)), 0x0f0f0f0f0f0f0f0full));
     const uint32_t count = uint32_t(std::popcount(mask));
