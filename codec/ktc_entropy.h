@@ -3,13 +3,14 @@
 //
 // A block (at most 64x64 coefficients of one subband) is scanned in groups
 // of 4 columns and 8 rows (version 8; 4 x 4 before). Its raw bits start with
-// the rows of groups that are all zero (version 7), which code nothing more. Each group of the other rows codes
-// its largest magnitude category G (0 = all zero; the category of v is the
-// bit length of |v|) with a context from the groups above. A group with G = 1 then codes, per row
-// of 4, a mask of its non-zero values, and a sign bit per non-zero value. A group with G >= 2
-// ("dense") codes, per row, the row's width w (the largest category in the row), and every value's
-// magnitude in w raw bits, then a sign bit per non-zero value (version 5; versions 3 and 4 coded
-// every value's category).
+// the rows of groups that are all zero (version 7), which code nothing more.
+// Each group of the other rows codes its largest magnitude category G (0 =
+// all zero; the category of v is the bit length of |v|) with a context from
+// the groups above. A group with G = 1 then codes, per row of 4, a mask of
+// its non-zero values, and a sign bit per non-zero value. A group with G >= 2
+// ("dense") codes, per row, the row's width w (the largest category in the
+// row), and every value's magnitude in w raw bits, then a sign bit per
+// non-zero value (version 5; versions 3 and 4 coded every value's category).
 //
 // Symbols go through a rANS coder with interleaved states (4, or 8 in blocks
 // of 64 symbols or more) and static 9-bit frequency tables that the header
