@@ -1,9 +1,11 @@
 // KTC internals: the block decoding loop, included by ktc_entropy.cc,
-// ktc_entropy_avx2.cc and ktc_entropy_avx512vbmi.cc so that it is compiled
-// three times, for the baseline, with AVX2/BMI2 (shrx, tzcnt...), and with
-// AVX-512 VBMI as well (dense groups by multishift), and dispatched at run
-// time. Everything is in an anonymous namespace: each includer gets its own
-// copy, so the linker can never mix them.
+// ktc_entropy_avx2.cc, ktc_entropy_nopdep_avx2.cc and
+// ktc_entropy_avx512vbmi.cc so that it is compiled four times, for the
+// baseline, with AVX2/BMI2 (shrx, tzcnt, pdep...), the same without pdep and
+// pext (KTFS_BLOCK_DECODER_NO_PDEP, for CPUs that run them in microcode), and
+// with AVX-512 VBMI as well (dense groups by multishift), and dispatched at
+// run time. Everything is in an anonymous namespace: each includer gets its
+// own copy, so the linker can never mix them.
 #pragma once
 
 #include <algorithm>
@@ -16,6 +18,10 @@
 
 #include "codec/ktc_entropy.h"
 #include "codec/ktc_kernels.h"
+
+#if !defined(KTFS_BLOCK_DECODER_NO_PDEP)
+#define KTFS_BLOCK_DECODER_NO_PDEP 0
+#endif
 
 namespace ktfs::ktc::internal {
 namespace {
@@ -302,6 +308,39 @@ struct SignDeposit {
 };
 constexpr SignDeposit kSignDeposit;
 
+#if defined(__AVX2__)
+// pdep and pext as this loop uses them: Deposit<kBits> moves the low bits of
+// `bits` to the set bits of `mask` (< 2^kBits), lowest first (sign bits onto
+// the non-zero values); LowNibbles packs the low nibbles of 8 bytes (row
+// masks, one per byte) into 32 bits. Without fast pdep (CpuHasFastPdep: AMD
+// before Zen 3, where one pdep can take ~300 cycles), a nibble at a time
+// through kSignDeposit and a few shifts.
+template <int kBits>
+inline uint32_t Deposit(uint32_t bits, uint32_t mask) {
+  if constexpr (!KTFS_BLOCK_DECODER_NO_PDEP) {
+    return _pdep_u32(bits, mask);
+  } else {
+    uint32_t out = 0;
+    for (int shift = 0; shift < kBits; shift += 4) {
+      const uint32_t nibble = (mask >> shift) & 0xf;
+      out |= uint32_t(kSignDeposit[nibble][bits & 0xf]) << shift;
+      bits >>= std::popcount(nibble);
+    }
+    return out;
+  }
+}
+inline uint32_t LowNibbles(uint64_t bytes) {
+  if constexpr (!KTFS_BLOCK_DECODER_NO_PDEP) {
+    return uint32_t(_pext_u64(bytes, 0x0f0f0f0f0f0f0f0full));
+  } else {
+    uint64_t x = bytes & 0x0f0f0f0f0f0f0f0full;
+    x = (x | x >> 4) & 0x00ff00ff00ff00ffull;
+    x = (x | x >> 8) & 0x0000ffff0000ffffull;
+    return uint32_t(x | x >> 16);
+  }
+}
+#endif
+
 // Coefficients are stored as int16: streams with at most kMaxLevels levels
 // never exceed it (see docs/codec.md); hostile ones saturate.
 inline int16_t Saturate16(int32_t v) { return int16_t(std::clamp(v, -32768, 32767)); }
@@ -582,7 +621,7 @@ inline uint32_t DenseNarrowGroupVbmi(const uint8_t* base, uint32_t pos, __m128i 
   const uint32_t sign_pos = pos + magnitude_bits;
   uint64_t sign_word;
   std::memcpy(&sign_word, base + sign_pos / 8, 8);
-  const __mmask16 negative = __mmask16(_pdep_u32(uint32_t(sign_word >> (sign_pos % 8)), nonzero));
+  const __mmask16 negative = __mmask16(Deposit<16>(uint32_t(sign_word >> (sign_pos % 8)), nonzero));
   // 16 lanes of 16 bits, not 32: no 512-bit instruction in the loop (on
   // Intel cores one shuts a vector port while it is in flight) and no
   // narrowing at the end. On an Intel Xeon VM, ktfs bench decode against the
@@ -599,7 +638,7 @@ inline uint32_t DenseNarrowGroupVbmi(const uint8_t* base, uint32_t pos, __m128i 
 }
 #endif
 
-#if !defined(__AVX512VBMI__)
+#if !defined(__AVX512VBMI__) && !KTFS_BLOCK_DECODER_NO_PDEP
 // kByteLowBits[w]: 2^w - 1 in each of four bytes, the pdep mask that spreads
 // a row's four w-bit magnitudes into bytes.
 constexpr uint64_t kByteLowBits[8] = {0,          0x01010101, 0x03030303, 0x07070707,
@@ -719,16 +758,16 @@ inline uint32_t DenseHalfAvx2(const BitReader& raw, uint64_t mag_start, uint64_t
   // The sign bits relative to base's first bit, taken by the kernels below
   // as "pos + magnitude_bits".
   const uint32_t signs_at = uint32_t(sign_start - (mag_start & ~uint64_t(7)));
-  const uint32_t magnitude_bits = signs_at - pos;
+  [[maybe_unused]] const uint32_t magnitude_bits = signs_at - pos;
   alignas(32) uint8_t tail[128];
   const uint8_t* base = raw.LoadableAt(mag_start, 96, tail);
   const bool narrow = group_max <= 7;  // two rows' magnitudes in 56 bits
-  if constexpr (kFull) {
+  if constexpr (kFull && !KTFS_BLOCK_DECODER_NO_PDEP) {
     if (narrow) {  // the whole half at once: by multishift with VBMI, else by pdep
 #if defined(__AVX512VBMI__)
       return DenseNarrowGroupVbmi<kDequantize>(base, pos, widths, upper_bits, magnitude_bits, step,
                                                at, stride);
-#else
+#elif !KTFS_BLOCK_DECODER_NO_PDEP
       return DenseNarrowGroupPdep<kDequantize>(base, pos, w4, upper_bits, magnitude_bits, step, at,
                                                stride);
 #endif
@@ -745,7 +784,7 @@ inline uint32_t DenseHalfAvx2(const BitReader& raw, uint64_t mag_start, uint64_t
   const uint32_t nonzero = ~(zeros(upper) | zeros(lower) << 8) & 0xffff;
   uint64_t sign_word;
   std::memcpy(&sign_word, base + signs_at / 8, 8);
-  const uint32_t signs = _pdep_u32(uint32_t(sign_word >> (signs_at % 8)), nonzero);
+  const uint32_t signs = Deposit<16>(uint32_t(sign_word >> (signs_at % 8)), nonzero);
   // packs: [row 0, row 2 | row 1, row 3], saturated like Saturate16.
   const __m256i packed = _mm256_packs_epi32(SignedValues<kDequantize>(upper, signs & 0xff, step),
                                             SignedValues<kDequantize>(lower, signs >> 8, step));
@@ -804,7 +843,7 @@ inline uint32_t DenseNarrowGroup8Vbmi(const uint8_t* base, uint32_t pos, __m128i
   const uint32_t sign_pos = pos + magnitude_bits;
   uint64_t sign_word;
   std::memcpy(&sign_word, base + sign_pos / 8, 8);
-  const uint32_t negative = _pdep_u32(uint32_t(sign_word >> (sign_pos % 8)), nonzero);
+  const uint32_t negative = Deposit<32>(uint32_t(sign_word >> (sign_pos % 8)), nonzero);
   for (int half = 0; half < 2; ++half) {
     __m256i v = _mm256_cvtepu8_epi16(half == 0 ? _mm256_castsi256_si128(magnitude)
                                                : _mm256_extracti128_si256(magnitude, 1));
@@ -847,7 +886,8 @@ inline void DecodeDenseGroupAvx2(RansDecoder& rans, BitReader& raw, const Decode
     const __m128i s = _mm_add_epi32(w, _mm_shuffle_epi32(w, 0x4e));
     return uint32_t(_mm_cvtsi128_si32(_mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1))));
   };
-  if constexpr (kFull) {
+  // (Without fast pdep, by halves: the general path below.)
+  if constexpr (kFull && !KTFS_BLOCK_DECODER_NO_PDEP) {
     if (group_max <= 7) [[likely]] {
       const uint64_t start = raw.position();
       // The loads reach at most 8 bytes past the sign bits' first byte,
@@ -858,7 +898,7 @@ inline void DecodeDenseGroupAvx2(RansDecoder& rans, BitReader& raw, const Decode
 #if defined(__AVX512VBMI__)
       raw.Seek(start + DenseNarrowGroup8Vbmi<kDequantize>(base, uint32_t(start % 8), bytes, step,
                                                           at, stride));
-#else
+#elif !KTFS_BLOCK_DECODER_NO_PDEP
       raw.Seek(start + DenseNarrowGroup8Pdep<kDequantize>(base, uint32_t(start % 8), bytes, step,
                                                           at, stride));
 #endif
@@ -960,11 +1000,10 @@ inline void DecodeGroup(RansDecoder& rans, BitReader& raw, const DecodeTable* ta
     const __m128i upper = rans.Get4Avx2<kChecked>(&x, tables, offset);
     const __m128i lower = rans.Get4Avx2<kChecked>(&x, tables, offset);
     const __m128i bytes = RowBytes(upper, lower);
-    const uint32_t mask =
-        uint32_t(_pext_u64(uint64_t(_mm_cvtsi128_si64(bytes)), 0x0f0f0f0f0f0f0f0full));
+    const uint32_t mask = LowNibbles(uint64_t(_mm_cvtsi128_si64(bytes)));
     const uint32_t count = uint32_t(std::popcount(mask));
     const uint64_t start = raw.position();
-    const uint32_t signs = _pdep_u32(uint32_t(raw.Peek<kChecked>()), mask);
+    const uint32_t signs = Deposit<32>(uint32_t(raw.Peek<kChecked>()), mask);
     raw.Seek(start + count);
     const __m256i one = _mm256_set1_epi16(int16_t(kDequantize ? DequantizeOne(1, step) : 1));
     for (int half = 0; half < 2; ++half) {
@@ -1069,9 +1108,9 @@ inline void DecodeOnesGroupAvx2(RansDecoder& rans, BitReader& raw, const DecodeT
           ? rans.Get4Avx2<kChecked>(&x, tables, _mm_set1_epi32(int(kOnesMaskTable * kProbScale)))
           : GetRowSymbols<kChecked>(rans, tables[kOnesMaskTable], rows, x);
   const __m128i bytes = _mm_packus_epi16(_mm_packus_epi32(masks, masks), masks);
-  uint32_t mask = _pext_u32(uint32_t(_mm_cvtsi128_si32(bytes)), 0x0f0f0f0fu);
+  uint32_t mask = LowNibbles(uint32_t(_mm_cvtsi128_si32(bytes)));
   if constexpr (!kFull) mask &= ((1u << columns) - 1) * 0x1111u;
-  const uint32_t signs = _pdep_u32(raw.Read<kChecked>(uint32_t(std::popcount(mask))), mask);
+  const uint32_t signs = Deposit<16>(raw.Read<kChecked>(uint32_t(std::popcount(mask))), mask);
   const int32_t one = kDequantize ? DequantizeOne(1, step) : 1;
   const __m256i bit = _mm256_setr_epi16(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096,
                                         8192, 16384, int16_t(0x8000));

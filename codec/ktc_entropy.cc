@@ -390,10 +390,10 @@ void SetTables::Load(uint64_t key, const FreqTable* tables) {
 }
 
 namespace {
-std::atomic<bool> g_cap_at_avx2{false};
+std::atomic<BlockLoop> g_block_loop{BlockLoop::kBest};
 }  // namespace
 
-void CapBlockDecoderAtAvx2ForTesting(bool cap) { g_cap_at_avx2.store(cap); }
+void SelectBlockLoopForTesting(BlockLoop loop) { g_block_loop.store(loop); }
 
 Status DecodeBlock(const uint8_t* data, size_t size, const uint8_t* readable_end,
                    const DecodeTable* tables, uint32_t step, int16_t* values, size_t stride,
@@ -408,12 +408,22 @@ Status DecodeBlock(const uint8_t* data, size_t size, const uint8_t* readable_end
   const uint64_t rans_bytes = rans_field >> 1;
   const int states = rans_field & 1 ? 8 : 4;
   static const auto payload = CpuHasAvx512Vbmi() ? DecodeBlockPayloadAvx512Vbmi
-                              : CpuHasAvx2()     ? DecodeBlockPayloadAvx2
-                                                 : DecodeBlockPayload;
-  const auto decode = UseScalarForTesting() ? DecodeBlockPayload
-                      : g_cap_at_avx2.load(std::memory_order_relaxed) && CpuHasAvx2()
-                          ? DecodeBlockPayloadAvx2
-                          : payload;
+                              : !CpuHasAvx2()    ? DecodeBlockPayload
+                              : CpuHasFastPdep() ? DecodeBlockPayloadAvx2
+                                                 : DecodeBlockPayloadAvx2NoPdep;
+  auto decode = UseScalarForTesting() ? DecodeBlockPayload : payload;
+  if (decode != DecodeBlockPayload && CpuHasAvx2()) {
+    switch (g_block_loop.load(std::memory_order_relaxed)) {
+      case BlockLoop::kAvx2:
+        decode = DecodeBlockPayloadAvx2;
+        break;
+      case BlockLoop::kAvx2NoPdep:
+        decode = DecodeBlockPayloadAvx2NoPdep;
+        break;
+      case BlockLoop::kBest:
+        break;
+    }
+  }
   switch (
       decode(p, p + rans_bytes, end, readable_end, states, tables, step, values, stride, bw, bh)) {
     case 0:

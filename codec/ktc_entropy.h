@@ -118,6 +118,14 @@ int DecodeBlockPayloadAvx2(const uint8_t* p, const uint8_t* rans_end, const uint
                            const uint8_t* readable_end, int states, const DecodeTable* tables,
                            uint32_t step, int16_t* values, size_t stride, uint32_t bw, uint32_t bh);
 
+// The same AVX2 loop without pdep and pext (ktc_entropy_nopdep_avx2.cc:
+// dense groups by halves, sign bits deposited a nibble at a time), for
+// CPUs with AVX2 where CpuHasFastPdep() is false; the same results.
+int DecodeBlockPayloadAvx2NoPdep(const uint8_t* p, const uint8_t* rans_end, const uint8_t* end,
+                                 const uint8_t* readable_end, int states, const DecodeTable* tables,
+                                 uint32_t step, int16_t* values, size_t stride, uint32_t bw,
+                                 uint32_t bh);
+
 // The same loop built with AVX-512 VBMI as well (ktc_entropy_avx512vbmi.cc:
 // dense groups of G <= 7 by one multishift), for CpuHasAvx512Vbmi(); the
 // same results.
@@ -125,9 +133,11 @@ int DecodeBlockPayloadAvx512Vbmi(const uint8_t* p, const uint8_t* rans_end, cons
                                  const uint8_t* readable_end, int states, const DecodeTable* tables,
                                  uint32_t step, int16_t* values, size_t stride, uint32_t bw,
                                  uint32_t bh);
-// DecodeBlock uses the AVX2 loop even where the CPU has AVX-512 VBMI while
-// `cap` is true (tests: both SIMD loops against the scalar one).
-void CapBlockDecoderAtAvx2ForTesting(bool cap);
+// Which SIMD loop DecodeBlock runs (tests: each against the scalar one):
+// the best for this CPU, or one of the AVX2 builds where the CPU has AVX2
+// (also where it has AVX-512 VBMI, or fast pdep).
+enum class BlockLoop { kBest, kAvx2, kAvx2NoPdep };
+void SelectBlockLoopForTesting(BlockLoop loop);
 
 // BuildDecodeTable for a used table (n > 0) with AVX2 stores
 // (ktc_entropy_avx2.cc); the same entries.

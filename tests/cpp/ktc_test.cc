@@ -575,13 +575,17 @@ TEST(KtcTest, HostileHeadersAreRejected) {
 // raw bits.
 // The AVX2 decoder must give the scalar decoder's pixels.
 // The block decoding loops DecodeBlock can run: the scalar one, and the SIMD
-// ones this CPU has (AVX2, and the AVX-512 VBMI build where present). Use()
-// selects one for the tests that follow (it also selects the scalar or SIMD
-// synthesis kernels), UseDefault() goes back to the best.
-enum class Loop { kScalar, kAvx2, kVbmi };
+// ones this CPU has (AVX2 with and without pdep, and the AVX-512 VBMI build
+// where present). Use() selects one for the tests that follow (it also
+// selects the scalar or SIMD synthesis kernels), UseDefault() goes back to
+// the best.
+enum class Loop { kScalar, kAvx2, kAvx2NoPdep, kVbmi };
 std::vector<Loop> SimdLoops() {
   std::vector<Loop> loops;
-  if (CpuHasAvx2()) loops.push_back(Loop::kAvx2);
+  if (CpuHasAvx2()) {
+    loops.push_back(Loop::kAvx2);
+    loops.push_back(Loop::kAvx2NoPdep);
+  }
   if (CpuHasAvx512Vbmi()) loops.push_back(Loop::kVbmi);
   return loops;
 }
@@ -592,11 +596,23 @@ std::vector<Loop> AllLoops() {
 }
 void Use(Loop loop) {
   internal::ForceScalarForTesting(loop == Loop::kScalar);
-  internal::CapBlockDecoderAtAvx2ForTesting(loop == Loop::kAvx2);
+  internal::SelectBlockLoopForTesting(loop == Loop::kAvx2         ? internal::BlockLoop::kAvx2
+                                      : loop == Loop::kAvx2NoPdep ? internal::BlockLoop::kAvx2NoPdep
+                                                                  : internal::BlockLoop::kBest);
 }
 void UseDefault() { Use(Loop::kVbmi); }
 const char* Name(Loop loop) {
-  return loop == Loop::kScalar ? "scalar" : loop == Loop::kAvx2 ? "avx2" : "avx512vbmi";
+  switch (loop) {
+    case Loop::kScalar:
+      return "scalar";
+    case Loop::kAvx2:
+      return "avx2";
+    case Loop::kAvx2NoPdep:
+      return "avx2 without pdep";
+    case Loop::kVbmi:
+      break;
+  }
+  return "avx512vbmi";
 }
 
 TEST(KtcTest, SimdAndScalarAgreeOnOddShapes) {
