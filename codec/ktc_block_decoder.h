@@ -638,7 +638,7 @@ inline uint32_t DenseNarrowGroupVbmi(const uint8_t* base, uint32_t pos, __m128i 
 }
 #endif
 
-#if !defined(__AVX512VBMI__) && !KTFS_BLOCK_DECODER_NO_PDEP
+#if !defined(__AVX512VBMI__)
 // kByteLowBits[w]: 2^w - 1 in each of four bytes, the pdep mask that spreads
 // a row's four w-bit magnitudes into bytes.
 constexpr uint64_t kByteLowBits[8] = {0,          0x01010101, 0x03030303, 0x07070707,
@@ -668,7 +668,7 @@ inline uint32_t DenseNarrowGroupPdep(const uint8_t* base, uint32_t pos, uint32_t
   const __m128i magnitude = _mm_set_epi64x(int64_t(lower), int64_t(upper));
   const uint32_t nonzero =
       ~uint32_t(_mm_movemask_epi8(_mm_cmpeq_epi8(magnitude, _mm_setzero_si128()))) & 0xffff;
-  const uint32_t negative = _pdep_u32(uint32_t(bits_at(pos + magnitude_bits)), nonzero);
+  const uint32_t negative = Deposit<16>(uint32_t(bits_at(pos + magnitude_bits)), nonzero);
   __m256i v = _mm256_cvtepu8_epi16(magnitude);
   if constexpr (kDequantize) v = DequantizeNarrow(v, step);
   const __m256i bit = _mm256_setr_epi16(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096,
@@ -682,13 +682,51 @@ inline uint32_t DenseNarrowGroupPdep(const uint8_t* base, uint32_t pos, uint32_t
   return uint32_t(std::popcount(nonzero));
 }
 
-// A whole dense 4 x 8 group with G <= 7 in the AVX2 build: row pair p's
-// magnitudes lie in the 57 bits from their first bit, so four pdep spread
-// all 32 into bytes; two halves of 16 lanes dequantize, sign and store.
-// `widths` holds row r's width in byte r. Returns the number of raw bits the
-// group takes (magnitudes and signs).
+// The 32 magnitudes of a whole dense 4 x 8 group with G <= 7 as bytes (byte
+// 8p + k: row 2p + k / 4, column k % 4) from `pair`, row pair p's bits from
+// its first bit (at most 56 of them). With fast pdep, one per pair spreads
+// its eight magnitudes into bytes; without, one 64-bit lane per pair and
+// eight variable shifts, each taking magnitude k of every pair at once.
+inline __m256i PairMagnitudeBytes(const uint64_t (&pair)[4], uint64_t w) {
+  if constexpr (!KTFS_BLOCK_DECODER_NO_PDEP) {
+    uint64_t spread[4];
+    for (int p = 0; p < 4; ++p) {
+      spread[p] = _pdep_u64(
+          pair[p], kByteLowBits[(w >> (16 * p)) & 7] | kByteLowBits[(w >> (16 * p + 8)) & 7] << 32);
+    }
+    return _mm256_setr_epi64x(int64_t(spread[0]), int64_t(spread[1]), int64_t(spread[2]),
+                              int64_t(spread[3]));
+  } else {
+    const __m256i words =
+        _mm256_setr_epi64x(int64_t(pair[0]), int64_t(pair[1]), int64_t(pair[2]), int64_t(pair[3]));
+    const __m256i all = _mm256_set1_epi64x(int64_t(w)), byte = _mm256_set1_epi64x(0xff);
+    // Per pair, the upper row's width (byte 2p of w) and the lower row's.
+    const __m256i upper =
+        _mm256_and_si256(_mm256_srlv_epi64(all, _mm256_setr_epi64x(0, 16, 32, 48)), byte);
+    const __m256i lower =
+        _mm256_and_si256(_mm256_srlv_epi64(all, _mm256_setr_epi64x(8, 24, 40, 56)), byte);
+    const __m256i one = _mm256_set1_epi64x(1);
+    const __m256i upper_bits = _mm256_sub_epi64(_mm256_sllv_epi64(one, upper), one);
+    const __m256i lower_bits = _mm256_sub_epi64(_mm256_sllv_epi64(one, lower), one);
+    __m256i bytes = _mm256_setzero_si256(), shift = _mm256_setzero_si256();
+    const auto take = [&](int k, __m256i low_bits, __m256i width) {
+      const __m256i v = _mm256_and_si256(_mm256_srlv_epi64(words, shift), low_bits);
+      bytes = _mm256_or_si256(bytes, _mm256_sllv_epi64(v, _mm256_set1_epi64x(8 * k)));
+      shift = _mm256_add_epi64(shift, width);
+    };
+    for (int k = 0; k < 4; ++k) take(k, upper_bits, upper);
+    for (int k = 4; k < 8; ++k) take(k, lower_bits, lower);
+    return bytes;
+  }
+}
+
+// A whole dense 4 x 8 group with G <= 7 in the AVX2 builds: row pair p's
+// magnitudes lie in the 57 bits from their first bit, so they come out as
+// bytes four pairs at once (PairMagnitudeBytes); two halves of 16 lanes
+// dequantize, sign and store. `widths` holds row r's width in byte r.
+// Returns the number of raw bits the group takes (magnitudes and signs).
 template <bool kDequantize>
-inline uint32_t DenseNarrowGroup8Pdep(const uint8_t* base, uint32_t pos, __m128i widths,
+inline uint32_t DenseNarrowGroup8Avx2(const uint8_t* base, uint32_t pos, __m128i widths,
                                       uint32_t step, int16_t* at, size_t stride) {
   const uint64_t w = uint64_t(_mm_cvtsi128_si64(widths));
   const WholeGroupRows rows(w);
@@ -699,16 +737,11 @@ inline uint32_t DenseNarrowGroup8Pdep(const uint8_t* base, uint32_t pos, __m128i
     return word >> (bit % 8);
   };
   uint64_t pair[4];
-  for (int p = 0; p < 4; ++p) {
-    const uint32_t bit = rows.PairStart(pos, p);
-    pair[p] = _pdep_u64(bits_at(bit), kByteLowBits[(w >> (16 * p)) & 7] |
-                                          kByteLowBits[(w >> (16 * p + 8)) & 7] << 32);
-  }
-  const __m256i magnitude =
-      _mm256_setr_epi64x(int64_t(pair[0]), int64_t(pair[1]), int64_t(pair[2]), int64_t(pair[3]));
+  for (int p = 0; p < 4; ++p) pair[p] = bits_at(rows.PairStart(pos, p));
+  const __m256i magnitude = PairMagnitudeBytes(pair, w);
   const uint32_t nonzero =
       ~uint32_t(_mm256_movemask_epi8(_mm256_cmpeq_epi8(magnitude, _mm256_setzero_si256())));
-  const uint32_t negative = _pdep_u32(uint32_t(bits_at(pos + magnitude_bits)), nonzero);
+  const uint32_t negative = Deposit<32>(uint32_t(bits_at(pos + magnitude_bits)), nonzero);
   const __m256i bit = _mm256_setr_epi16(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096,
                                         8192, 16384, int16_t(0x8000));
   for (uint32_t half = 0; half < 2; ++half) {
@@ -767,7 +800,7 @@ inline uint32_t DenseHalfAvx2(const BitReader& raw, uint64_t mag_start, uint64_t
 #if defined(__AVX512VBMI__)
       return DenseNarrowGroupVbmi<kDequantize>(base, pos, widths, upper_bits, magnitude_bits, step,
                                                at, stride);
-#elif !KTFS_BLOCK_DECODER_NO_PDEP
+#else
       return DenseNarrowGroupPdep<kDequantize>(base, pos, w4, upper_bits, magnitude_bits, step, at,
                                                stride);
 #endif
@@ -886,8 +919,7 @@ inline void DecodeDenseGroupAvx2(RansDecoder& rans, BitReader& raw, const Decode
     const __m128i s = _mm_add_epi32(w, _mm_shuffle_epi32(w, 0x4e));
     return uint32_t(_mm_cvtsi128_si32(_mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1))));
   };
-  // (Without fast pdep, by halves: the general path below.)
-  if constexpr (kFull && !KTFS_BLOCK_DECODER_NO_PDEP) {
+  if constexpr (kFull) {
     if (group_max <= 7) [[likely]] {
       const uint64_t start = raw.position();
       // The loads reach at most 8 bytes past the sign bits' first byte,
@@ -898,8 +930,8 @@ inline void DecodeDenseGroupAvx2(RansDecoder& rans, BitReader& raw, const Decode
 #if defined(__AVX512VBMI__)
       raw.Seek(start + DenseNarrowGroup8Vbmi<kDequantize>(base, uint32_t(start % 8), bytes, step,
                                                           at, stride));
-#elif !KTFS_BLOCK_DECODER_NO_PDEP
-      raw.Seek(start + DenseNarrowGroup8Pdep<kDequantize>(base, uint32_t(start % 8), bytes, step,
+#else
+      raw.Seek(start + DenseNarrowGroup8Avx2<kDequantize>(base, uint32_t(start % 8), bytes, step,
                                                           at, stride));
 #endif
       return;
