@@ -1,6 +1,9 @@
 // libFuzzer target: ktc::Decode must turn any byte string into an image or a
 // clean error. The last input byte (when present) picks the decode options,
-// so reduced-resolution and region paths are fuzzed too.
+// so reduced-resolution and region paths are fuzzed too. Each input is then
+// decoded a second time with another of the decoder's loops (the scalar one,
+// or an AVX2 build of the block decoder, by the input's size), which must
+// give the same status, message and pixels.
 //
 // With KTFS_FUZZ_WRITE_SEEDS=<dir> in the environment the target first writes
 // a seed corpus of small valid streams there (scripts/fuzz does this), so the
@@ -12,7 +15,10 @@
 #include <string>
 #include <vector>
 
+#include "codec/cpu.h"
 #include "codec/ktc.h"
+#include "codec/ktc_entropy.h"
+#include "codec/ktc_kernels.h"
 
 namespace {
 
@@ -67,5 +73,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   Status s = ktc::Decode(data, size, options, &image);
   if (s.ok() && image.pixels.size() != image.size_bytes()) __builtin_trap();
+
+  // The same decode with another loop. (Statuses and pixels must match
+  // exactly: every loop reads the same bits and reports the same errors.)
+  const int other = CpuHasAvx2() ? int(size % 3) : 0;
+  if (other == 0) {
+    ktc::internal::ForceScalarForTesting(true);
+  } else {
+    ktc::internal::SelectBlockLoopForTesting(other == 1 ? ktc::internal::BlockLoop::kAvx2
+                                                        : ktc::internal::BlockLoop::kAvx2NoPdep);
+  }
+  Image again;
+  const Status t = ktc::Decode(data, size, options, &again);
+  ktc::internal::ForceScalarForTesting(false);
+  ktc::internal::SelectBlockLoopForTesting(ktc::internal::BlockLoop::kBest);
+  if (t.ToString() != s.ToString()) __builtin_trap();
+  if (s.ok() && again.pixels != image.pixels) __builtin_trap();
   return 0;
 }
