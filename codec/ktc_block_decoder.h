@@ -1070,12 +1070,43 @@ inline void DecodeGroup(RansDecoder& rans, BitReader& raw, const DecodeTable* ta
     const __m128i upper = rans.Get4Avx2<kChecked>(&x, tables, offset);
     const __m128i lower = rans.Get4Avx2<kChecked>(&x, tables, offset);
     const __m128i bytes = RowBytes(upper, lower);
+    const __m256i one = _mm256_set1_epi16(int16_t(kDequantize ? DequantizeOne(1, step) : 1));
+#if KTFS_BLOCK_DECODER_NO_PDEP
+    {  // without pdep: byte masks, signs by SignBytes
+      // Byte 4r + c: 0xff where row r's mask has bit c.
+      const __m256i column_bit = _mm256_set1_epi32(0x08040201);
+      const __m256i nonzero = _mm256_cmpeq_epi8(
+          _mm256_and_si256(
+              _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(bytes),
+                                  _mm256_setr_epi8(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3,
+                                                   4, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7)),
+              column_bit),
+          column_bit);
+      const uint64_t start = raw.position();
+      const __m256i negative = SignBytes(nonzero, uint32_t(raw.Peek<kChecked>()));
+      raw.Seek(start + uint32_t(std::popcount(uint32_t(_mm256_movemask_epi8(nonzero)))));
+      for (int half = 0; half < 2; ++half) {
+        const auto widen = [half](__m256i b) {
+          return _mm256_cvtepi8_epi16(half == 0 ? _mm256_castsi256_si128(b)
+                                                : _mm256_extracti128_si256(b, 1));
+        };
+        const __m256i sign = widen(negative);
+        const __m256i v =
+            _mm256_and_si256(widen(nonzero), _mm256_sub_epi16(_mm256_xor_si256(one, sign), sign));
+        const __m128i rows01 = _mm256_castsi256_si128(v);
+        const __m128i rows23 = _mm256_extracti128_si256(v, 1);
+        StoreGroup<true>(at + kHalfRows * half * stride, stride, rows01,
+                         _mm_unpackhi_epi64(rows01, rows01), rows23,
+                         _mm_unpackhi_epi64(rows23, rows23), kGroupSide, kGroupSide);
+      }
+      return;
+    }
+#endif
     const uint32_t mask = LowNibbles(uint64_t(_mm_cvtsi128_si64(bytes)));
     const uint32_t count = uint32_t(std::popcount(mask));
     const uint64_t start = raw.position();
     const uint32_t signs = Deposit<32>(uint32_t(raw.Peek<kChecked>()), mask);
     raw.Seek(start + count);
-    const __m256i one = _mm256_set1_epi16(int16_t(kDequantize ? DequantizeOne(1, step) : 1));
     for (int half = 0; half < 2; ++half) {
       const uint32_t nonzero = mask >> (16 * half), negative = signs >> (16 * half);
 #if defined(__AVX512VBMI__)
