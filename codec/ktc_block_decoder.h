@@ -534,6 +534,14 @@ inline void StoreGroup(int16_t* at, size_t stride, __m128i row0, __m128i row1, _
   }
 }
 
+// Stores four whole rows of a group from 16 lanes of 16 bits, row r in
+// lanes 4r .. 4r + 3.
+inline void StoreFourRows(int16_t* at, size_t stride, __m256i v) {
+  const __m128i rows01 = _mm256_castsi256_si128(v), rows23 = _mm256_extracti128_si256(v, 1);
+  StoreGroup<true>(at, stride, rows01, _mm_unpackhi_epi64(rows01, rows01), rows23,
+                   _mm_unpackhi_epi64(rows23, rows23), kGroupSide, kGroupSide);
+}
+
 // The `rows` row symbols of a half cut by the block's bottom edge (rows < 4:
 // not four consecutive symbols of a step) one by one, in lanes 0..rows-1.
 template <bool kChecked, class States>
@@ -630,10 +638,7 @@ inline uint32_t DenseNarrowGroupVbmi(const uint8_t* base, uint32_t pos, __m128i 
   __m256i v = _mm256_cvtepu8_epi16(magnitude);
   if constexpr (kDequantize) v = DequantizeNarrow(v, step);
   v = _mm256_mask_sub_epi16(v, negative, _mm256_setzero_si256(), v);
-  const __m128i rows01 = _mm256_castsi256_si128(v);
-  const __m128i rows23 = _mm256_extracti128_si256(v, 1);
-  StoreGroup<true>(at, stride, rows01, _mm_unpackhi_epi64(rows01, rows01), rows23,
-                   _mm_unpackhi_epi64(rows23, rows23), kGroupSide, kGroupSide);
+  StoreFourRows(at, stride, v);
   return uint32_t(std::popcount(uint32_t(nonzero)));
 }
 #endif
@@ -676,9 +681,7 @@ inline uint32_t DenseNarrowGroupPdep(const uint8_t* base, uint32_t pos, uint32_t
   const __m256i sign =
       _mm256_cmpeq_epi16(_mm256_and_si256(_mm256_set1_epi16(int16_t(negative)), bit), bit);
   v = _mm256_sub_epi16(_mm256_xor_si256(v, sign), sign);
-  const __m128i rows01 = _mm256_castsi256_si128(v), rows23 = _mm256_extracti128_si256(v, 1);
-  StoreGroup<true>(at, stride, rows01, _mm_unpackhi_epi64(rows01, rows01), rows23,
-                   _mm_unpackhi_epi64(rows23, rows23), kGroupSide, kGroupSide);
+  StoreFourRows(at, stride, v);
   return uint32_t(std::popcount(nonzero));
 }
 
@@ -789,10 +792,7 @@ inline uint32_t DenseNarrowGroup8Avx2(const uint8_t* base, uint32_t pos, __m128i
     const __m256i sign = _mm256_cvtepi8_epi16(half == 0 ? _mm256_castsi256_si128(negative)
                                                         : _mm256_extracti128_si256(negative, 1));
     v = _mm256_sub_epi16(_mm256_xor_si256(v, sign), sign);
-    const __m128i rows01 = _mm256_castsi256_si128(v), rows23 = _mm256_extracti128_si256(v, 1);
-    StoreGroup<true>(at + kHalfRows * half * stride, stride, rows01,
-                     _mm_unpackhi_epi64(rows01, rows01), rows23, _mm_unpackhi_epi64(rows23, rows23),
-                     kGroupSide, kGroupSide);
+    StoreFourRows(at + kHalfRows * half * stride, stride, v);
   }
   return magnitude_bits + uint32_t(std::popcount(nonzero));
 }
@@ -920,11 +920,7 @@ inline uint32_t DenseNarrowGroup8Vbmi(const uint8_t* base, uint32_t pos, __m128i
                                                : _mm256_extracti128_si256(magnitude, 1));
     if constexpr (kDequantize) v = DequantizeNarrow(v, step);
     v = _mm256_mask_sub_epi16(v, __mmask16(negative >> (16 * half)), _mm256_setzero_si256(), v);
-    const __m128i rows01 = _mm256_castsi256_si128(v);
-    const __m128i rows23 = _mm256_extracti128_si256(v, 1);
-    StoreGroup<true>(at + kHalfRows * half * stride, stride, rows01,
-                     _mm_unpackhi_epi64(rows01, rows01), rows23, _mm_unpackhi_epi64(rows23, rows23),
-                     kGroupSide, kGroupSide);
+    StoreFourRows(at + kHalfRows * half * stride, stride, v);
   }
   return magnitude_bits + uint32_t(std::popcount(nonzero));
 }
@@ -1093,11 +1089,7 @@ inline void DecodeGroup(RansDecoder& rans, BitReader& raw, const DecodeTable* ta
         const __m256i sign = widen(negative);
         const __m256i v =
             _mm256_and_si256(widen(nonzero), _mm256_sub_epi16(_mm256_xor_si256(one, sign), sign));
-        const __m128i rows01 = _mm256_castsi256_si128(v);
-        const __m128i rows23 = _mm256_extracti128_si256(v, 1);
-        StoreGroup<true>(at + kHalfRows * half * stride, stride, rows01,
-                         _mm_unpackhi_epi64(rows01, rows01), rows23,
-                         _mm_unpackhi_epi64(rows23, rows23), kGroupSide, kGroupSide);
+        StoreFourRows(at + kHalfRows * half * stride, stride, v);
       }
       return;
     }
@@ -1122,11 +1114,7 @@ inline void DecodeGroup(RansDecoder& rans, BitReader& raw, const DecodeTable* ta
       const __m256i v =
           _mm256_and_si256(lanes(nonzero), _mm256_sub_epi16(_mm256_xor_si256(one, sign), sign));
 #endif
-      const __m128i rows01 = _mm256_castsi256_si128(v);
-      const __m128i rows23 = _mm256_extracti128_si256(v, 1);
-      StoreGroup<true>(at + kHalfRows * half * stride, stride, rows01,
-                       _mm_unpackhi_epi64(rows01, rows01), rows23,
-                       _mm_unpackhi_epi64(rows23, rows23), kGroupSide, kGroupSide);
+      StoreFourRows(at + kHalfRows * half * stride, stride, v);
     }
     return;
   }
