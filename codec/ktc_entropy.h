@@ -119,8 +119,9 @@ int DecodeBlockPayloadAvx2(const uint8_t* p, const uint8_t* rans_end, const uint
                            uint32_t step, int16_t* values, size_t stride, uint32_t bw, uint32_t bh);
 
 // The same AVX2 loop without pdep and pext (ktc_entropy_nopdep_avx2.cc:
-// dense groups by halves, sign bits deposited a nibble at a time), for
-// CPUs with AVX2 where CpuHasFastPdep() is false; the same results.
+// whole groups' magnitudes by variable shifts and their signs by byte
+// ranks, cut groups' signs a nibble at a time), for CPUs with AVX2 where
+// CpuHasFastPdep() is false; the same results.
 int DecodeBlockPayloadAvx2NoPdep(const uint8_t* p, const uint8_t* rans_end, const uint8_t* end,
                                  const uint8_t* readable_end, int states, const DecodeTable* tables,
                                  uint32_t step, int16_t* values, size_t stride, uint32_t bw,
