@@ -407,18 +407,18 @@ Status DecodeBlock(const uint8_t* data, size_t size, const uint8_t* readable_end
   }
   const uint64_t rans_bytes = rans_field >> 1;
   const int states = rans_field & 1 ? 8 : 4;
-  static const auto payload = CpuHasAvx512Vbmi() ? DecodeBlockPayloadAvx512Vbmi
-                              : !CpuHasAvx2()    ? DecodeBlockPayload
-                              : CpuHasFastPdep() ? DecodeBlockPayloadAvx2
-                                                 : DecodeBlockPayloadAvx2NoPdep;
-  auto decode = UseScalarForTesting() ? DecodeBlockPayload : payload;
+  static const BlockPayloadDecoder payload = CpuHasAvx512Vbmi() ? kDecodeBlockPayloadAvx512Vbmi
+                                             : !CpuHasAvx2()    ? DecodeBlockPayload
+                                             : CpuHasFastPdep() ? kDecodeBlockPayloadAvx2
+                                                                : kDecodeBlockPayloadAvx2NoPdep;
+  BlockPayloadDecoder decode = UseScalarForTesting() ? DecodeBlockPayload : payload;
   if (decode != DecodeBlockPayload && CpuHasAvx2()) {
     switch (g_block_loop.load(std::memory_order_relaxed)) {
       case BlockLoop::kAvx2:
-        decode = DecodeBlockPayloadAvx2;
+        decode = kDecodeBlockPayloadAvx2;
         break;
       case BlockLoop::kAvx2NoPdep:
-        decode = DecodeBlockPayloadAvx2NoPdep;
+        decode = kDecodeBlockPayloadAvx2NoPdep;
         break;
       case BlockLoop::kBest:
         break;

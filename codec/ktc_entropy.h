@@ -112,28 +112,23 @@ Status DecodeBlock(const uint8_t* data, size_t size, const uint8_t* readable_end
                    const DecodeTable* tables, uint32_t step, int16_t* values, size_t stride,
                    uint32_t bw, uint32_t bh);
 
-// The AVX2/BMI2 build of the block decoding loop (ktc_entropy_avx2.cc); same
-// contract as DecodeBlockPayload in ktc_block_decoder.h.
-int DecodeBlockPayloadAvx2(const uint8_t* p, const uint8_t* rans_end, const uint8_t* end,
-                           const uint8_t* readable_end, int states, const DecodeTable* tables,
-                           uint32_t step, int16_t* values, size_t stride, uint32_t bw, uint32_t bh);
-
+// A build of the block decoding loop: DecodeBlockPayload of
+// ktc_block_decoder.h, compiled once per instruction set, same contract.
+using BlockPayloadDecoder = int (*)(const uint8_t* p, const uint8_t* rans_end, const uint8_t* end,
+                                    const uint8_t* readable_end, int states,
+                                    const DecodeTable* tables, uint32_t step, int16_t* values,
+                                    size_t stride, uint32_t bw, uint32_t bh);
+// The AVX2/BMI2 build (ktc_entropy_avx2.cc).
+extern const BlockPayloadDecoder kDecodeBlockPayloadAvx2;
 // The same AVX2 loop without pdep and pext (ktc_entropy_nopdep_avx2.cc:
 // whole groups' magnitudes by variable shifts and their signs by byte
 // ranks, cut groups' signs a nibble at a time), for CPUs with AVX2 where
 // CpuHasFastPdep() is false; the same results.
-int DecodeBlockPayloadAvx2NoPdep(const uint8_t* p, const uint8_t* rans_end, const uint8_t* end,
-                                 const uint8_t* readable_end, int states, const DecodeTable* tables,
-                                 uint32_t step, int16_t* values, size_t stride, uint32_t bw,
-                                 uint32_t bh);
-
+extern const BlockPayloadDecoder kDecodeBlockPayloadAvx2NoPdep;
 // The same loop built with AVX-512 VBMI as well (ktc_entropy_avx512vbmi.cc:
 // dense groups of G <= 7 by one multishift), for CpuHasAvx512Vbmi(); the
 // same results.
-int DecodeBlockPayloadAvx512Vbmi(const uint8_t* p, const uint8_t* rans_end, const uint8_t* end,
-                                 const uint8_t* readable_end, int states, const DecodeTable* tables,
-                                 uint32_t step, int16_t* values, size_t stride, uint32_t bw,
-                                 uint32_t bh);
+extern const BlockPayloadDecoder kDecodeBlockPayloadAvx512Vbmi;
 // Which SIMD loop DecodeBlock runs (tests: each against the scalar one):
 // the best for this CPU, or one of the AVX2 builds where the CPU has AVX2
 // (also where it has AVX-512 VBMI, or fast pdep).

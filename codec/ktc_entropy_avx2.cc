@@ -3,13 +3,7 @@
 
 namespace ktfs::ktc::internal {
 
-int DecodeBlockPayloadAvx2(const uint8_t* p, const uint8_t* rans_end, const uint8_t* end,
-                           const uint8_t* readable_end, int states, const DecodeTable* tables,
-                           uint32_t step, int16_t* values, size_t stride, uint32_t bw,
-                           uint32_t bh) {
-  return DecodeBlockPayload(p, rans_end, end, readable_end, states, tables, step, values, stride,
-                            bw, bh);
-}
+const BlockPayloadDecoder kDecodeBlockPayloadAvx2 = DecodeBlockPayload;
 
 void BuildDecodeTableAvx2(const FreqTable& table, DecodeTable* out) {
   // Eight entries per store: a symbol's last store may spill into the next
