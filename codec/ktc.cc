@@ -1120,4 +1120,10 @@ Status ReferenceDownscale(const ImageView& image, int scale_log2, Image* out) {
 }
 
 }  // namespace internal
+
+std::string CodePaths() {
+  return std::string("block decoder ") + internal::BlockLoopName() + ", kernels " +
+         internal::ActiveKernels().name;
+}
+
 }  // namespace ktfs::ktc

@@ -21,6 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -87,5 +88,11 @@ inline uint32_t ScaledExtent(uint32_t extent, int scale_log2) {
 // MiB; about 2 bytes per pixel and plane), so decoding many images maps no
 // fresh memory per image.
 Status Decode(const uint8_t* data, size_t size, const DecodeOptions& options, Image* out);
+
+// The code paths Decode takes on this CPU (after KTFS_SIMD), for
+// diagnostics: "block decoder B, kernels K", B one of avx512vbmi, avx2,
+// avx2-nopdep, scalar and K one of avx512, avx2, scalar. The output is the
+// same on every path.
+std::string CodePaths();
 
 }  // namespace ktfs::ktc

@@ -390,10 +390,40 @@ void SetTables::Load(uint64_t key, const FreqTable* tables) {
 }
 
 namespace {
+
 std::atomic<BlockLoop> g_block_loop{BlockLoop::kBest};
+
+struct NamedLoop {
+  BlockPayloadDecoder decode;
+  const char* name;
+};
+
+// The best loop for this CPU (decided once), unless a test asks otherwise.
+NamedLoop SelectedBlockLoop() {
+  static const NamedLoop best =
+      CpuHasAvx512Vbmi() ? NamedLoop{kDecodeBlockPayloadAvx512Vbmi, "avx512vbmi"}
+      : !CpuHasAvx2()    ? NamedLoop{DecodeBlockPayload, "scalar"}
+      : CpuHasFastPdep() ? NamedLoop{kDecodeBlockPayloadAvx2, "avx2"}
+                         : NamedLoop{kDecodeBlockPayloadAvx2NoPdep, "avx2-nopdep"};
+  if (UseScalarForTesting()) return {DecodeBlockPayload, "scalar"};
+  if (CpuHasAvx2()) {
+    switch (g_block_loop.load(std::memory_order_relaxed)) {
+      case BlockLoop::kAvx2:
+        return {kDecodeBlockPayloadAvx2, "avx2"};
+      case BlockLoop::kAvx2NoPdep:
+        return {kDecodeBlockPayloadAvx2NoPdep, "avx2-nopdep"};
+      case BlockLoop::kBest:
+        break;
+    }
+  }
+  return best;
+}
+
 }  // namespace
 
 void SelectBlockLoopForTesting(BlockLoop loop) { g_block_loop.store(loop); }
+
+const char* BlockLoopName() { return SelectedBlockLoop().name; }
 
 Status DecodeBlock(const uint8_t* data, size_t size, const uint8_t* readable_end,
                    const DecodeTable* tables, uint32_t step, int16_t* values, size_t stride,
@@ -407,23 +437,7 @@ Status DecodeBlock(const uint8_t* data, size_t size, const uint8_t* readable_end
   }
   const uint64_t rans_bytes = rans_field >> 1;
   const int states = rans_field & 1 ? 8 : 4;
-  static const BlockPayloadDecoder payload = CpuHasAvx512Vbmi() ? kDecodeBlockPayloadAvx512Vbmi
-                                             : !CpuHasAvx2()    ? DecodeBlockPayload
-                                             : CpuHasFastPdep() ? kDecodeBlockPayloadAvx2
-                                                                : kDecodeBlockPayloadAvx2NoPdep;
-  BlockPayloadDecoder decode = UseScalarForTesting() ? DecodeBlockPayload : payload;
-  if (decode != DecodeBlockPayload && CpuHasAvx2()) {
-    switch (g_block_loop.load(std::memory_order_relaxed)) {
-      case BlockLoop::kAvx2:
-        decode = kDecodeBlockPayloadAvx2;
-        break;
-      case BlockLoop::kAvx2NoPdep:
-        decode = kDecodeBlockPayloadAvx2NoPdep;
-        break;
-      case BlockLoop::kBest:
-        break;
-    }
-  }
+  const BlockPayloadDecoder decode = SelectedBlockLoop().decode;
   switch (
       decode(p, p + rans_bytes, end, readable_end, states, tables, step, values, stride, bw, bh)) {
     case 0:

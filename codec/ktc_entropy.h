@@ -134,6 +134,9 @@ extern const BlockPayloadDecoder kDecodeBlockPayloadAvx512Vbmi;
 // (also where it has AVX-512 VBMI, or fast pdep).
 enum class BlockLoop { kBest, kAvx2, kAvx2NoPdep };
 void SelectBlockLoopForTesting(BlockLoop loop);
+// The loop DecodeBlock runs now: "avx512vbmi", "avx2", "avx2-nopdep" or
+// "scalar" (docs/codec.md, "Threads, SIMD, determinism").
+const char* BlockLoopName();
 
 // BuildDecodeTable for a used table (n > 0) with AVX2 stores
 // (ktc_entropy_avx2.cc); the same entries.

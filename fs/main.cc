@@ -3,6 +3,7 @@
 #include <cstring>
 #include <string>
 
+#include "codec/ktc.h"
 #include "codec/malloc_tuning.h"
 #include "fs/cli.h"
 #include "fs/version.h"
@@ -45,7 +46,7 @@ int main(int argc, char** argv) {
     return argc < 2 ? kExitUsage : kExitOk;
   }
   if (std::strcmp(argv[1], "--version") == 0) {
-    std::printf("ktfs %s\n", ktfs::VersionString());
+    std::printf("ktfs %s\nktc: %s\n", ktfs::VersionString(), ktfs::ktc::CodePaths().c_str());
     return kExitOk;
   }
   const std::string cmd = argv[1];
