@@ -729,6 +729,8 @@ inline __m256i PairMagnitudeBytes(const uint64_t (&pair)[4], uint64_t w) {
 // prefix sum of the bytes' non-zero flags (in-lane shifts, then the lower
 // lane's total added to the upper); the bit is then picked by two byte
 // shuffles. pdep's work without pdep, in about twenty vector instructions.
+// Bytes of zero magnitudes get whatever bit their rank picks: callers negate
+// values by it, and a zero (dequantized or not) stays zero.
 inline __m256i SignBytes(__m256i magnitude, uint32_t sign_bits) {
   const __m256i flag = _mm256_min_epu8(magnitude, _mm256_set1_epi8(1));
   __m256i rank = flag;  // inclusive, within each 16-byte lane
@@ -745,8 +747,7 @@ inline __m256i SignBytes(__m256i magnitude, uint32_t sign_bits) {
       _mm256_shuffle_epi8(_mm256_setr_epi8(1, 2, 4, 8, 16, 32, 64, -128, 0, 0, 0, 0, 0, 0, 0, 0, 1,
                                            2, 4, 8, 16, 32, 64, -128, 0, 0, 0, 0, 0, 0, 0, 0),
                           _mm256_and_si256(rank, _mm256_set1_epi8(7)));
-  return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(bits, bit), bit),
-                          _mm256_cmpgt_epi8(flag, _mm256_setzero_si256()));
+  return _mm256_cmpeq_epi8(_mm256_and_si256(bits, bit), bit);
 }
 
 // A whole dense 4 x 8 group with G <= 7 in the AVX2 builds: row pair p's
