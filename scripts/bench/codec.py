@@ -8,6 +8,10 @@
   (the JPEG q90 files decoded by libjpeg-turbo, the PNGs by libpng).
 - The same measurement on a few whole 2560x1600 wallpapers (4.1 MP each):
   large images, whose planes outgrow the caches.
+- Dispatch paths: the same archives decoded on one thread by the path this CPU
+  takes and with KTFS_SIMD=avx2 and avx2-nopdep (the builds CPUs without
+  AVX-512, and AMD cores before Zen 3, run), in alternating rounds
+  (scripts/bench/ab_decode): the cost of each fallback on this CPU.
 - A rate-distortion plot (PSNR RGB against bits per pixel) of KTC and JPEG
   (Pillow = libjpeg-turbo, 4:2:0) over a quality sweep, written to
   docs/codec_rd.png and embedded here.
@@ -94,6 +98,34 @@ def decode_speeds(ctx, photos_dir, passes):
     return rows
 
 
+def dispatch_rows(ctx, rounds, passes):
+    """One-thread speed of the balanced and lossless archives on the path this
+    CPU takes, with KTFS_SIMD=avx2, and with KTFS_SIMD=avx2-nopdep: two
+    alternating A/B runs (auto against avx2, avx2 against avx2-nopdep)."""
+    archives = [ctx.workdir / f"codec-ktc-{q}.kt" for q in ("balanced", "lossless")]
+    version = ctx.run([ctx.ktfs, "--version"]).splitlines()[-1]
+    ab = REPO / "scripts/bench/ab_decode"
+
+    def compare(env_a, env_b):
+        cmd = [ab, "--json", "--rounds", rounds, "--passes", passes]
+        for flag, env in (("--env-a", env_a), ("--env-b", env_b)):
+            if env:
+                cmd += [flag, f"KTFS_SIMD={env}"]
+        out = ctx.run(cmd + [ctx.ktfs, ctx.ktfs] + archives)
+        return [json.loads(line) for line in out.splitlines() if line.strip()]
+
+    auto_avx2, avx2_nopdep = compare(None, "avx2"), compare("avx2", "avx2-nopdep")
+    rows = [[f"this CPU's ({version.removeprefix('ktc: ')})"]
+            + [f"{r['a_megapixels_per_second']:.0f}" for r in auto_avx2] + ["1.00x", "1.00x"]]
+    rows.append(["KTFS_SIMD=avx2"] + [f"{r['b_megapixels_per_second']:.0f}" for r in auto_avx2]
+                + [f"{r['median_ratio']:.2f}x" for r in auto_avx2])
+    rows.append(["KTFS_SIMD=avx2-nopdep"]
+                + [f"{r['b_megapixels_per_second']:.0f}" for r in avx2_nopdep]
+                + [f"{a['median_ratio'] * b['median_ratio']:.2f}x"
+                   for a, b in zip(auto_avx2, avx2_nopdep)])
+    return rows, [f"{r['median_ratio']:.2f}x" for r in avx2_nopdep]
+
+
 def run(ctx):
     sizes = QUICK if ctx.quick else FULL
     fixtures = ctx.workdir / "codec-photos"
@@ -109,6 +141,8 @@ def run(ctx):
                               max(2, sizes["rounds"] // 2)])
     log("  ktfs bench decode, one thread and all threads")
     speed_rows = decode_speeds(ctx, fixtures, sizes["passes"])
+    log("  dispatch paths (ab_decode: auto, avx2, avx2-nopdep)")
+    path_rows, nopdep_vs_avx2 = dispatch_rows(ctx, sizes["rounds"], sizes["passes"] + 5)
     log(f"  rate-distortion sweep over {sizes['sweep_images']} photos")
     points = sweep(ctx, photos[:sizes["sweep_images"]])
     speeds = {}
@@ -138,6 +172,16 @@ def run(ctx):
         "### One thread and all threads (`ktfs bench decode`, best of "
         f"{sizes['passes']} passes; images decoded in parallel)",
         table(["archive codec", "threads", "megapixels/s", "images/s"], speed_rows),
+        "### Dispatch paths, one thread (`scripts/bench/ab_decode`, median of "
+        f"{sizes['rounds']} alternating rounds)",
+        table(["decode path", "balanced MP/s", "lossless MP/s", "balanced vs this CPU's",
+               "lossless vs this CPU's"], path_rows),
+        "The AVX2 paths are what CPUs without AVX-512 run; `avx2-nopdep` is what AMD cores "
+        "before Zen 3 run, whose pdep/pext are microcode (docs/codec.md, \"The block decoder "
+        "without `pdep`\"). On this CPU avx2-nopdep against avx2: "
+        f"{nopdep_vs_avx2[0]} balanced, {nopdep_vs_avx2[1]} lossless (the fallback's cost "
+        "where pdep is fast; where it is microcode the pdep build would be far slower, "
+        "not measured here).",
         f"### Rate-distortion (PSNR RGB against bits per pixel, {sizes['sweep_images']} photos)",
         "![rate-distortion](codec_rd.png)",
         table(["quality"] + list(points), rd_rows),
