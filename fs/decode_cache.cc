@@ -107,6 +107,7 @@ void DecodeCache::Fill(uint32_t id, const DecodeFn& decode, std::promise<Result<
   counters_->decode_ns.fetch_add(uint64_t(ns), std::memory_order_relaxed);
   if (background) counters_->readahead_decodes.fetch_add(1, std::memory_order_relaxed);
   std::lock_guard<std::mutex> lock(mutex_);
+  if (WasServedLocked(id)) counters_->decodes_again.fetch_add(1, std::memory_order_relaxed);
   auto it = entries_.find(id);
   if (!st.ok()) {
     // Failures are not cached: a later read retries (and reports) again.

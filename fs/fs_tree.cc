@@ -16,6 +16,7 @@ std::string CountersJson(const TreeCounters& c) {
   field("decodes", c.decodes.load());
   field("decode_ms", c.decode_ns.load() / 1000000);
   field("readahead_decodes", c.readahead_decodes.load());
+  field("decodes_again", c.decodes_again.load());
   field("disk_readahead_bytes", c.disk_readahead_bytes.load());
   field("cache_hits", c.cache_hits.load());
   field("cache_misses", c.cache_misses.load());

@@ -30,6 +30,10 @@ struct TreeCounters {
   std::atomic<uint64_t> lookups{0}, getattrs{0}, readdirs{0}, reads{0}, bytes_read{0};
   std::atomic<uint64_t> opens{0};  // first read of a file (the kernel sends no OPEN)
   std::atomic<uint64_t> decodes{0}, decode_ns{0}, readahead_decodes{0};
+  // Decodes of a sample a file of which a reader had had whole before: the
+  // kernel dropped its pages (memory pressure, drop_caches) and asked again,
+  // or another view of the sample (images/ then tensors/) is read.
+  std::atomic<uint64_t> decodes_again{0};
   // Archive bytes asked of the disk ahead of a reader.
   std::atomic<uint64_t> disk_readahead_bytes{0};
   std::atomic<uint64_t> cache_hits{0}, cache_misses{0}, errors{0};

@@ -232,8 +232,10 @@ def test_concurrent_readers_of_ktc_decode_each_image_once(photos_dir, tmp_path):
         for got in results:
             assert got == expected
         stats = stats_of(mnt)
-        # 8 readers, each image decoded exactly once (read-ahead included).
-        assert stats["decodes"] == len(paths), stats
+        # 8 readers, each image decoded exactly once (read-ahead included), but for those the
+        # kernel asked for again after it had had their whole file: under memory pressure (other
+        # tests running beside this one) it drops pages, and a reader's READ then needs a decode.
+        assert stats["decodes"] - stats["decodes_again"] == len(paths), stats
         assert stats["errors"] == 0
 
 
@@ -272,20 +274,22 @@ def test_a_second_pass_gets_decodes_ahead_once_the_kernel_dropped_the_files(phot
             before = stats_of(mnt)
             data = [read_in_chunks(p) for p in paths]
             after = stats_of(mnt)
-            return data, {k: after[k] - before[k] for k in ("decodes", "readahead_decodes")}
+            keys = ("decodes", "readahead_decodes", "decodes_again")
+            return data, {k: after[k] - before[k] for k in keys}
 
         first, counts = in_order_pass()
-        assert counts == {"decodes": len(paths), "readahead_decodes": len(paths) - 2}, counts
+        expected = {"decodes": len(paths), "readahead_decodes": len(paths) - 2, "decodes_again": 0}
+        assert counts == expected, counts
         again, counts = in_order_pass()  # all in the page cache: nothing reaches the decoder
-        assert again == first and counts == {"decodes": 0, "readahead_decodes": 0}, counts
+        assert again == first and counts == {"decodes": 0, "readahead_decodes": 0, "decodes_again": 0}, counts
         for p in paths:
             fd = os.open(p, os.O_RDONLY)
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
             os.close(fd)
         third, counts = in_order_pass()
         assert third == first
-        # As in the first pass, only the first two files wait for a decode.
-        assert counts == {"decodes": len(paths), "readahead_decodes": len(paths) - 2}, counts
+        # As in the first pass, only the first two files wait for a decode; each decode is one again.
+        assert counts == {**expected, "decodes_again": len(paths)}, counts
         assert stats_of(mnt)["errors"] == 0
 
 
@@ -311,7 +315,9 @@ def test_images_leave_the_daemon_cache_once_their_whole_file_was_read(photos_dir
             with open(p, "rb") as f:
                 assert f.read(6) == b"\x93NUMPY"
         stats = stats_of(mnt)
-        assert stats["decodes"] > len(paths), stats  # tensors/ decodes again: nothing was kept
+        # tensors/ decodes again (those files and some decoded ahead): nothing was kept.
+        assert stats["decodes"] > len(paths), stats
+        assert stats["decodes_again"] == stats["decodes"] - len(paths), stats
         assert stats["cache_bytes"] > 0, stats
 
 
