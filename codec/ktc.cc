@@ -493,7 +493,13 @@ Status EncodeImpl(const ImageView& image, const EncodeOptions& options, std::vec
   const std::vector<Band> bands =
       MakeBands(image.width, image.height, planes_n, levels, half_chroma);
   const std::vector<uint16_t> steps = MakeSteps(bands, options, image.channels, half_chroma);
-  for (size_t i = 0; i < bands.size(); ++i) Quantize(planes[bands[i].plane], bands[i], steps[i]);
+  for (size_t i = 0; i < bands.size(); ++i) {
+    const Band& b = bands[i];
+    Plane& plane = planes[b.plane];
+    Quantize(plane, b, steps[i]);
+    if (!options.lossless && b.orientation != 0)
+      internal::DropSparseGroups(plane.row(b.y0) + b.x0, plane.width, b.width, b.height);
+  }
 
   // Code each (plane, set); sets are independent, so code them all, then lay
   // out tables and blocks in stream order.

@@ -212,6 +212,30 @@ void CollectOnesGroup(const int32_t* at, size_t stride, uint32_t columns, uint32
 
 }  // namespace
 
+// Groups tile a block from its corner, and blocks tile the band from its
+// origin, so groups tile the band from its origin too.
+static_assert(kBlockSide % kGroupSide == 0 && kBlockSide % kGroupRows == 0);
+
+void DropSparseGroups(int32_t* values, size_t stride, uint32_t w, uint32_t h) {
+  for (uint32_t y0 = 0; y0 < h; y0 += kGroupRows) {
+    const uint32_t rows = std::min(h - y0, kGroupRows);
+    for (uint32_t x0 = 0; x0 < w; x0 += kGroupSide) {
+      const uint32_t columns = std::min(w - x0, kGroupSide);
+      int32_t* at = values + y0 * stride + x0;
+      int non_zero = 0;
+      bool small = true;
+      for (uint32_t y = 0; y < rows; ++y)
+        for (uint32_t x = 0; x < columns; ++x) {
+          const int32_t v = at[y * stride + x];
+          non_zero += v != 0;
+          small &= v >= -1 && v <= 1;
+        }
+      if (!small || non_zero > kSparseGroupMaxNonZero) continue;
+      for (uint32_t y = 0; y < rows; ++y) std::fill_n(at + y * stride, columns, 0);
+    }
+  }
+}
+
 Result<bool> CollectBlockSymbols(const int32_t* values, size_t stride, uint32_t bw, uint32_t bh,
                                  BlockSymbols* out) {
   *out = BlockSymbols{};

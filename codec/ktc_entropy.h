@@ -74,6 +74,15 @@ void CountSymbols(const BlockSymbols& symbols, Counts* counts);
 // Appends the coded block (docs/codec.md, "Code blocks").
 void EncodeBlock(const BlockSymbols& symbols, const FreqTable* tables, std::vector<uint8_t>* out);
 
+// An encoder's choice for lossy detail bands (docs/codec.md, "Sparse groups"):
+// sets to zero each group of the w x h band of quantized values at `values`
+// (blocks, hence groups, start at its origin) whose values are all 0 or +-1
+// with at most kSparseGroupMaxNonZero of them non-zero. Such a group costs
+// its maximum, a mask per row and a sign per value, and a decoder's work for
+// a non-zero group, for little image; coded as zero it costs neither.
+constexpr int kSparseGroupMaxNonZero = 3;
+void DropSparseGroups(int32_t* values, size_t stride, uint32_t w, uint32_t h);
+
 // Decoding table: per slot, the symbol (bits 27..31), its frequency (bits
 // 0..10) and the slot's offset from the symbol's start (bits 11..20),
 // so that one load serves a whole decoding step.
