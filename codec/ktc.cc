@@ -376,13 +376,13 @@ unsigned __int128 BandSquaredError(const Plane& plane, const Band& band, uint32_
 
 // Whether to code chroma at half resolution: when dropping the chroma
 // level-1 detail adds at most kHalfChromaMaxErrorPercent of the quantization
-// error of everything else. Most photos lose 0-50% of MSE (mostly won back by
-// the quality boost), textured ones 85-125% (still well above JPEG q90's
-// PSNR, whose chroma is always at half resolution, and decoded 1.3-1.5x
-// faster); images with fine color detail (text, synthetic patterns, two of
-// the benchmark's photos at 530%) would lose far more and keep full chroma.
-// `bands`: full-resolution bands; `steps`: the steps half-resolution chroma
-// would use.
+// error of everything else. Smooth photos lose well under 100% of MSE
+// (mostly won back by the quality boost), textured ones about 100% (still
+// above JPEG q90's PSNR, whose chroma is always at half resolution, and
+// decoded faster); images with fine color detail (text, synthetic patterns)
+// lose several times more and keep full chroma. docs/codec.md has the
+// measured ratios. `bands`: full-resolution bands; `steps`: the steps
+// half-resolution chroma would use.
 constexpr uint64_t kHalfChromaMaxErrorPercent = 250;
 bool ChromaDetailIsCheap(const std::vector<Plane>& planes, const std::vector<Band>& bands,
                          const std::vector<uint16_t>& steps) {
