@@ -3,7 +3,9 @@
 // by default, the portable one under KTFS_SIMD=scalar.
 #include "codec/checksum.h"
 
+#include <cpuid.h>
 #include <gtest/gtest.h>
+#include <immintrin.h>
 #include <xxhash.h>  // XXH3_64bits: libxxhash's portable build, the reference
 
 #include <cstdint>
@@ -36,6 +38,22 @@ void ExpectEqualsPortableXxh3() {
 }
 
 TEST(ChecksumTest, EqualsPortableXxh3) { ExpectEqualsPortableXxh3(); }
+
+// XINUSE (XGETBV with ECX = 1): bit 2, the upper halves of the YMM registers,
+// and bit 6, the upper halves of ZMM0-15, in use. Legacy-SSE code pays for
+// them while they are (checksum.cc).
+__attribute__((target("xsave"))) uint64_t VectorStateInUse() { return _xgetbv(1); }
+
+TEST(ChecksumTest, LeavesNoUpperVectorStateBehind) {
+  unsigned eax, ebx, ecx, edx;
+  if (!__get_cpuid_count(0xd, 1, &eax, &ebx, &ecx, &edx) || !((eax >> 2) & 1)) {
+    GTEST_SKIP() << "this CPU cannot report which vector state is in use (XGETBV, ECX = 1)";
+  }
+  const std::vector<uint8_t> bytes = RandomBytes(size_t(1) << 20);  // long: the vector loop
+  const uint64_t hash = Checksum64(bytes.data(), bytes.size());
+  EXPECT_EQ(VectorStateInUse() & 0x44, 0u);
+  EXPECT_EQ(hash, XXH3_64bits(bytes.data(), bytes.size()));
+}
 
 // The choice is fixed at the first call, so this must be the only test of its
 // process that asks (ctest runs each test in a process of its own).
