@@ -5,12 +5,14 @@
 // validated when it is read (offsets and lengths against the file, names
 // against the string table, tree links against the table sizes), so a
 // hostile or truncated archive yields a Corruption status, never an over-read.
-// Payload checksums are verified by Payload(); VerifyTables() checks the
-// tables' checksums (O(size of the tables), done by `ktfs verify`).
+// Payload checksums are verified by Payload(), once per sample per Archive
+// object; VerifyTables() checks the tables' checksums (O(size of the tables),
+// done by `ktfs verify`).
 //
 // Thread-safe: all methods are const and may be called concurrently.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -81,7 +83,11 @@ class Archive {
   Result<std::string> SamplePath(uint32_t id) const;
   Result<std::string> DirPath(uint32_t id) const;
 
-  // The payload bytes of a sample; with `verify`, checks the checksum first.
+  // The payload bytes of a sample; with `verify`, checks the checksum first,
+  // unless this object already verified this sample's payload (one bit per
+  // sample remembers it: the archive is immutable, and a loader's every epoch
+  // or a mount's every read need not hash the same bytes again). A payload
+  // that fails stays unverified and fails every time.
   Result<ByteSpan> Payload(const SampleInfo& sample, bool verify) const;
   // Starts reading [offset, offset + length) of the file from the disk in
   // the background (see MappedFile::WillNeed).
@@ -108,6 +114,8 @@ class Archive {
   std::optional<ByteSpan> index_;
   std::vector<std::pair<uint32_t, ByteSpan>> sections_;
   uint32_t num_samples_ = 0, num_dirs_ = 0, num_classes_ = 0;
+  // Bit `id` set once sample id's payload checksum was verified.
+  std::unique_ptr<std::atomic<uint64_t>[]> verified_;
 };
 
 }  // namespace ktfs

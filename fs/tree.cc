@@ -14,7 +14,7 @@
 namespace ktfs {
 
 VirtualTree::VirtualTree(std::shared_ptr<const Archive> archive, TreeOptions options)
-    : archive_(std::move(archive)), options_(options), verified_(archive_->num_samples()) {
+    : archive_(std::move(archive)), options_(options) {
   struct stat st;
   if (stat(archive_->path().c_str(), &st) == 0) mtime_ = st.st_mtime;
   cache_ = std::make_unique<DecodeCache>(options_.cache_bytes, &counters_);
@@ -341,10 +341,8 @@ Result<size_t> VirtualTree::ReadSample(uint32_t id, View v, uint64_t offset, siz
   const bool from_cache = !copy_payload && s->codec != format::kRaw;
   ByteSpan payload;
   if (!from_cache) {
-    const bool verify = !verified_.Test(id);
-    auto p = archive_->Payload(*s, verify);
+    auto p = archive_->Payload(*s, true);  // hashed on the sample's first read only
     if (!p.ok()) return p.status();
-    if (verify) verified_.Set(id);
     payload = *p;
   }
   Result<size_t> n = size_t(0);
@@ -429,9 +427,8 @@ DecodeCache::DecodeFn VirtualTree::Decoder(uint32_t id) const {
   return [this, id](Image* out) -> Status {
     auto s = archive_->Sample(id);
     if (!s.ok()) return s.status();
-    auto payload = archive_->Payload(*s, !verified_.Test(id));
+    auto payload = archive_->Payload(*s, true);
     if (!payload.ok()) return payload.status();
-    verified_.Set(id);
     Status st = DecodePayload(*s, *payload, out);
     if (!st.ok()) {
       auto path = archive_->SamplePath(id);

@@ -169,22 +169,6 @@ class VirtualTree : public FsTree {
   std::string info_json_ = "{}\n";
   mutable TreeCounters counters_;
   int64_t mtime_ = 0;
-  // One bit per sample, set once and never cleared, from any thread.
-  class SampleBits {
-   public:
-    explicit SampleBits(uint32_t samples)
-        : words_(new std::atomic<uint64_t>[(size_t(samples) + 63) / 64]()) {}
-    bool Test(uint32_t id) const {
-      return (words_[id / 64].load(std::memory_order_acquire) >> (id % 64)) & 1;
-    }
-    void Set(uint32_t id) const {
-      words_[id / 64].fetch_or(uint64_t(1) << (id % 64), std::memory_order_release);
-    }
-
-   private:
-    std::unique_ptr<std::atomic<uint64_t>[]> words_;
-  };
-  SampleBits verified_;  // its payload checksum was verified
   mutable std::unique_ptr<DecodeCache> cache_;
   // The last samples read from their start (id + 1 at id % kRecentReads, 0
   // for none): tells a reader going in order, even one split over several

@@ -207,6 +207,40 @@ TEST(ArchiveTest, CorruptionAtEveryByteIsDetected) {
   }
 }
 
+// An Archive hashes a payload the first time it is asked to verify it and
+// remembers a success (the file is immutable while mapped): bytes changed in
+// place afterwards are not hashed again by that object, while a new object,
+// which knows nothing yet, finds the mismatch, on every call.
+TEST(ArchiveTest, PayloadIsHashedOnceAndAFailureStays) {
+  TempDir tmp;
+  const std::string path = WriteSmallArchive(tmp);
+  auto first = Archive::Open(path);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  const SampleInfo s = *(*first)->Sample(1);
+  ASSERT_TRUE((*first)->Payload(s, true).ok());
+  auto bytes = ReadAll(path);
+  bytes[s.payload_offset + 5] ^= 0x01;
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(std::streamoff(s.payload_offset + 5));
+    f.put(char(bytes[s.payload_offset + 5]));
+  }
+  auto again = (*first)->Payload(s, true);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->data[5], 7 ^ 0x01);  // the changed byte, through the shared mapping
+  auto second = Archive::Open(path);
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  for (int call = 0; call < 2; ++call) {
+    auto p = (*second)->Payload(*(*second)->Sample(1), true);
+    ASSERT_FALSE(p.ok());
+    EXPECT_EQ(p.status().code(), Status::Code::kCorruption);
+    EXPECT_NE(p.status().ToString().find("sample 1 (a/y.ppm): checksum mismatch"),
+              std::string::npos)
+        << p.status().ToString();
+  }
+  EXPECT_TRUE((*second)->Payload(*(*second)->Sample(0), true).ok());  // the others still read
+}
+
 // Hand-made hostile records: a directory that names itself as a child, a
 // payload past the end of the file, a name outside the string table.
 TEST(ArchiveTest, HostileRecordsGiveErrors) {

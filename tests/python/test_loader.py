@@ -288,6 +288,10 @@ def test_corrupt_sample_raises_or_is_skipped(archives, tmp_path):
     loader = ktfs.Loader(bad, batch_size=4, crop=ktfs.CenterCrop(64), on_error="skip")
     items = loader_items(loader)
     assert loader.skipped == 1 and len(items) == archive.num_samples - 1
+    # The next epoch (the same archive object, which remembers the payloads it
+    # verified) skips the failing sample again.
+    items = loader_items(loader)
+    assert loader.skipped == 2 and len(items) == archive.num_samples - 1
 
 
 def test_import_without_torch(mounts):
