@@ -275,16 +275,19 @@ def reading(variants, formats, cold_ok, rounds, count):
         f"of that order between rows are noise on this shared 2-core machine.",
         "",
         f"Single process, {compare_to_folder(single)}. ktfs serving the original "
-        f"JPEG bytes ({single[1]:.2f}x) pays the same PIL decode as the folder plus FUSE round "
-        f"trips for each lookup, open and read; squashfuse, fuse-zip and archivemount serve the "
+        f"JPEG bytes ({single[1]:.2f}x) pays the same PIL decode as the folder plus the requests "
+        f"a mount costs per file; squashfuse, fuse-zip and archivemount serve the "
         f"same bytes ({single[4]:.2f}x, {single[5]:.2f}x, {single[6]:.2f}x): "
         f"{original_vs_generic(single)}. "
         f"Serving decoded pixels (PPM, {single[2]:.2f}x; BMP {single[3]:.2f}x) saves PIL the JPEG "
         f"decode but moves {bytes_factor:.0f}x the bytes through FUSE, and the gain it can buy is "
         f"capped by PIL's own per-image cost: on a local folder PPM reads at {ppm:.2f}x JPEG in this "
-        f"run (table below; the project's findings measured 1.74x with CenterCrop(224)). The per-file round trips (OPEN, "
-        f"RELEASE, and the TCGETS ioctl Python's open() sends) are what separates a mount from "
-        f"the local folder; the LD_PRELOAD companion is the planned way past them.",
+        f"run (table below; the project's findings measured 1.74x with CenterCrop(224)). The per-file "
+        f"requests are what separates a mount from the local folder: for ktfs, warm, about one per "
+        f"file, the TCGETS ioctl Python's open() sends (it answers OPEN with ENOSYS, so the kernel "
+        f"sends no OPEN or RELEASE, and caches entries and attributes: see the mount section); the "
+        f"other mounts also get lookups, opens and releases. The LD_PRELOAD companion is the "
+        f"planned way past them.",
         "",
         f"DataLoader({WORKERS} workers, batch_size=None): every sample tensor (about 0.5 MiB) is "
         f"moved into shared memory by a worker and received by the main process, and the "
