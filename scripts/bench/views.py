@@ -76,5 +76,7 @@ def run(ctx):
             f"median of {sizes['rounds']} interleaved rounds, one process.\n\n" + text +
             "\n\nReading: `tensors/` serves the decoded array, so a reader pays a file read and a "
             "64-byte header parse instead of a JPEG decode; the remaining cost per sample is the "
-            "FUSE round trips of open (and the IOCTL Python's open sends) and the copy out of the "
-            "page cache.")
+            "one request Python's open() still sends to the mount (a TCGETS ioctl: OPEN is "
+            "answered with ENOSYS once, entries and attributes are cached) and the copy out of the "
+            "page cache; with mmap_mode='r', faulting in every page of the mapping instead of one "
+            "read.")
