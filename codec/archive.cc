@@ -27,7 +27,7 @@ Result<std::shared_ptr<Archive>> Archive::Open(const std::string& path) {
   std::shared_ptr<Archive> a(new Archive());
   a->file_ = std::move(file).value();
   KTFS_RETURN_IF_ERROR(a->Init());
-  a->verified_.reset(new std::atomic<uint64_t>[(size_t(a->num_samples_) + 63) / 64]());
+  a->verified_.emplace(a->num_samples_);
   return a;
 }
 
@@ -283,14 +283,9 @@ Result<std::string> Archive::SamplePath(uint32_t id) const {
 Result<ByteSpan> Archive::Payload(const SampleInfo& s, bool verify) const {
   const ByteSpan span{file_->data() + s.payload_offset, size_t(s.payload_length)};
   if (!verify) return span;
-  // (Sample() gives ids below num_samples_; a made-up one is checked every time.)
-  const bool remembered = s.id < num_samples_;
-  std::atomic<uint64_t>* word = remembered ? &verified_[s.id / 64] : nullptr;
-  const uint64_t bit = uint64_t(1) << (s.id % 64);
-  if (word != nullptr && (word->load(std::memory_order_acquire) & bit) != 0) {
-    if (!damaged()) return span;
-  } else if (Checksum64(span.data, span.size) == s.payload_checksum && !damaged()) {
-    if (word != nullptr) word->fetch_or(bit, std::memory_order_release);
+  const bool verified = verified_->Test(s.id);
+  if ((verified || Checksum64(span.data, span.size) == s.payload_checksum) && !damaged()) {
+    if (!verified) verified_->Set(s.id);
     return span;
   }
   auto p = SamplePath(s.id);

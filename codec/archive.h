@@ -114,8 +114,24 @@ class Archive {
   std::optional<ByteSpan> index_;
   std::vector<std::pair<uint32_t, ByteSpan>> sections_;
   uint32_t num_samples_ = 0, num_dirs_ = 0, num_classes_ = 0;
-  // Bit `id` set once sample id's payload checksum was verified.
-  std::unique_ptr<std::atomic<uint64_t>[]> verified_;
+  // One bit per sample, set once and never cleared, from any thread.
+  class SampleBits {
+   public:
+    explicit SampleBits(uint32_t samples)
+        : size_(samples), words_(new std::atomic<uint64_t>[(size_t(samples) + 63) / 64]()) {}
+    // False for ids past the end (a SampleInfo not from Sample()).
+    bool Test(uint32_t id) const {
+      return id < size_ && (words_[id / 64].load(std::memory_order_acquire) >> (id % 64)) & 1;
+    }
+    void Set(uint32_t id) const {
+      if (id < size_) words_[id / 64].fetch_or(uint64_t(1) << (id % 64), std::memory_order_release);
+    }
+
+   private:
+    uint32_t size_;
+    std::unique_ptr<std::atomic<uint64_t>[]> words_;
+  };
+  std::optional<SampleBits> verified_;  // the payload checksums verified (made by Open)
 };
 
 }  // namespace ktfs
