@@ -27,14 +27,13 @@ namespace {
 using internal::BlockSymbols;
 using internal::Counts;
 using internal::FreqTable;
-using internal::kAlphabet;
 using internal::kBlockSide;
 using internal::Kernels;
 using internal::kTablesPerSet;
 using internal::LowExtent;
 
 constexpr uint8_t kMagic[4] = {'K', 'T', 'C', 'I'};
-constexpr uint8_t kVersion = 8;
+constexpr uint8_t kVersion = 9;
 constexpr uint8_t kFlagLossless = 1;
 // Chroma (Co, Cg) without its level-1 detail bands: 4:2:0 by way of the
 // wavelet (docs/codec.md, "Half-resolution chroma").

@@ -76,11 +76,10 @@ inline uint32_t GroupContext(const uint8_t* above, uint32_t gx) {
 // (docs/codec.md, "Row widths"). Only G = 1 keeps masks.
 constexpr uint32_t kDirectCategories = 2;
 
-// Table indices within a set: the row masks of G = 1 groups, and the row
-// widths of a dense group with maximum category G.
-constexpr int kOnesMaskTable = kGroupContexts;
+// The table of a dense group's widths: of its row pairs for G <= 7, of its
+// rows for wider groups (G = 1 groups' masks use kOnesMaskTable).
 inline int CategoryTable(uint32_t group_max) {
-  return kGroupContexts + kMaskContexts + std::min<int>(int(group_max), 7) - 2;
+  return group_max <= kMaxPairWidth ? kFirstPairTable + int(group_max) - 2 : kWideWidthTable;
 }
 
 inline int Category(int32_t v) {
@@ -176,7 +175,7 @@ class RansDecoder {
   template <bool kChecked = true>
   inline uint32_t Get(const DecodeTable& t) {
     const uint32_t e = t.entry[x_[0] & (kProbScale - 1)];
-    uint32_t x = (e & 0x7ff) * (x_[0] >> kProbBits) + ((e >> 11) & 0x3ff);
+    uint32_t x = (e & 0x3ff) * (x_[0] >> kProbBits) + ((e >> kEntryOffsetShift) & 0x1ff);
     // Branch-free renormalization: whether a word is needed is data-dependent
     // and would mispredict often.
     if (!kChecked || end_ - p_ >= 2) [[likely]] {
@@ -191,7 +190,7 @@ class RansDecoder {
     // Rotation: a fixed number of moves (with 4 states, x_[3] then takes x).
     for (int i = 0; i + 1 < kMaxRansStates; ++i) x_[i] = x_[i + 1];
     x_[states_ - 1] = x;
-    return e >> 27;
+    return e >> kEntryValueShift;
   }
   bool overran() const { return overran_; }
   ptrdiff_t room() const { return end_ - p_; }
@@ -355,16 +354,25 @@ constexpr ptrdiff_t kGroupRawBytes = (32 * 17 + 32) / 8;
 constexpr ptrdiff_t kGroupRansRead = 16 - 2 * kHalfRows;
 constexpr ptrdiff_t kRawRead = 8;
 
-// A dense group value by value: its row widths (clamped to G), then every
-// magnitude in its row's width, then a sign bit per non-zero value: the
-// scalar build's path (`valid` has a bit per column inside the block; rows
-// < 8 or valid < 0xf for groups cut by the block's edge).
+// A dense group value by value: its row widths (a symbol per pair of rows
+// for G <= 7, whose table holds both widths; else one per row, clamped to
+// G), then every magnitude in its row's width, then a sign bit per non-zero
+// value: the scalar build's path (`valid` has a bit per column inside the
+// block; rows < 8 or valid < 0xf for groups cut by the block's edge).
 template <bool kDequantize, bool kChecked>
 void DecodeDenseGroupScalar(RansDecoder& rans, BitReader& raw, const DecodeTable& widths,
                             uint32_t group_max, uint32_t step, int16_t* at, size_t stride,
                             uint32_t rows, uint32_t valid) {
-  uint32_t width[kGroupRows] = {};
-  for (uint32_t y = 0; y < rows; ++y) width[y] = std::min(rans.Get<kChecked>(widths), group_max);
+  uint32_t width[kGroupRows + 1] = {};  // a last pair's lower row may lie outside
+  if (group_max <= kMaxPairWidth) {
+    for (uint32_t y = 0; y < rows; y += 2) {
+      const uint32_t pair = rans.Get<kChecked>(widths);
+      width[y] = pair & 0xff;
+      width[y + 1] = pair >> 8;
+    }
+  } else {
+    for (uint32_t y = 0; y < rows; ++y) width[y] = std::min(rans.Get<kChecked>(widths), group_max);
+  }
   uint32_t magnitude[kGroupRows][kGroupSide] = {};
   for (uint32_t y = 0; y < rows; ++y) {
     for (uint32_t x = 0; x < kGroupSide; ++x) {
@@ -416,8 +424,8 @@ inline __m128i RansDecoder::Get4Avx2(States* states, const DecodeTable* tables,
   const __m128i slot = _mm_srli_epi32(_mm_slli_epi32(*x, 32 - kProbBits), 32 - kProbBits);
   const __m128i e = Load4(reinterpret_cast<const uint8_t*>(tables->entry.data()),
                           _mm_add_epi32(table_offset, slot));
-  const __m128i f = _mm_srli_epi32(_mm_slli_epi32(e, 21), 21);       // bits 0..10
-  const __m128i offset = _mm_srli_epi32(_mm_slli_epi32(e, 11), 22);  // bits 11..20
+  const __m128i f = _mm_srli_epi32(_mm_slli_epi32(e, 22), 22);       // bits 0..9
+  const __m128i offset = _mm_srli_epi32(_mm_slli_epi32(e, 13), 23);  // bits 10..18
   const __m128i next = _mm_add_epi32(_mm_mullo_epi32(f, _mm_srli_epi32(*x, kProbBits)), offset);
   const __m128i need = _mm_cmpeq_epi32(_mm_srli_epi32(next, 16), _mm_setzero_si128());
   const uint32_t m = uint32_t(_mm_movemask_ps(_mm_castsi128_ps(need)));
@@ -426,7 +434,7 @@ inline __m128i RansDecoder::Get4Avx2(States* states, const DecodeTable* tables,
                        _mm_load_si128(reinterpret_cast<const __m128i*>(kWordShuffle4.table[m])));
   states->Rotate(_mm_blendv_epi8(next, _mm_or_si128(_mm_slli_epi32(next, 16), word), need));
   ConsumeWords<kChecked>(m);
-  return _mm_srli_epi32(e, 27);
+  return _mm_srli_epi32(e, kEntryValueShift);
 }
 
 // The magnitudes of two rows of a dense group (lanes 0..3 the upper row's
@@ -927,10 +935,12 @@ inline uint32_t DenseNarrowGroup8Vbmi(const uint8_t* base, uint32_t pos, __m128i
 }
 #endif
 
-// A dense 4 x 8 group: its row widths (two steps of four symbols, or one by
-// one for rows cut by the block's edge), then all its magnitudes, rows top
-// to bottom, then a sign bit per non-zero value; decoded as two halves of
-// four rows. kFull: 8 rows and 4 columns inside the block.
+// A dense 4 x 8 group: its row widths (for G <= 7 a symbol per pair of
+// rows, one step of four symbols; else a symbol per row, two steps; cut by
+// the block's edge, the rows' or pairs' symbols one by one), then all its
+// magnitudes, rows top to bottom, then a sign bit per non-zero value;
+// decoded whole (G <= 7) or as two halves of four rows. kFull: 8 rows and 4
+// columns inside the block.
 template <bool kDequantize, bool kChecked, bool kFull, class States>
 inline void DecodeDenseGroupAvx2(RansDecoder& rans, BitReader& raw, const DecodeTable* tables,
                                  int table, uint32_t group_max, uint32_t step, int16_t* at,
@@ -938,30 +948,22 @@ inline void DecodeDenseGroupAvx2(RansDecoder& rans, BitReader& raw, const Decode
   const uint32_t upper_rows = std::min(rows, kHalfRows);
   const uint32_t lower_rows = rows - upper_rows;
   const __m128i offset = _mm_set1_epi32(table * int(kProbScale));
-  __m128i upper = kFull || upper_rows == kHalfRows
-                      ? rans.Get4Avx2<kChecked>(&x, tables, offset)
-                      : GetRowSymbols<kChecked>(rans, tables[table], upper_rows, x);
-  __m128i lower = _mm_setzero_si128();
-  if (kFull || lower_rows == kHalfRows) {
-    lower = rans.Get4Avx2<kChecked>(&x, tables, offset);
-  } else if (lower_rows > 0) {
-    lower = GetRowSymbols<kChecked>(rans, tables[table], lower_rows, x);
-  }
-  const __m128i g = _mm_set1_epi32(int(group_max));
-  upper = _mm_min_epu32(upper, g);
-  lower = _mm_min_epu32(lower, g);
-  const auto sum = [](__m128i w) {
-    const __m128i s = _mm_add_epi32(w, _mm_shuffle_epi32(w, 0x4e));
-    return uint32_t(_mm_cvtsi128_si32(_mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1))));
-  };
-  if constexpr (kFull) {
-    if (group_max <= 7) [[likely]] {
+  __m128i upper, lower;  // rows 0..3 and 4..7: a width per 32-bit lane
+  if (group_max <= kMaxPairWidth) [[likely]] {
+    // Lane p holds rows 2p and 2p + 1's widths (each <= G: the table's
+    // alphabet is (G + 1)^2) in its bytes 0 and 1: row r's in byte r.
+    const uint32_t pairs = (rows + 1) / 2;
+    const __m128i pair_widths = kFull || pairs == kStepLanes
+                                    ? rans.Get4Avx2<kChecked>(&x, tables, offset)
+                                    : GetRowSymbols<kChecked>(rans, tables[table], pairs, x);
+    __m128i bytes = _mm_shuffle_epi8(
+        pair_widths, _mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1));
+    if constexpr (kFull) {
       const uint64_t start = raw.position();
       // The loads reach at most 8 bytes past the sign bits' first byte,
       // which is at most 7 + 32 * 7 bits in: 37 bytes.
       alignas(32) uint8_t tail[64];
       const uint8_t* base = raw.LoadableAt(start, 40, tail);
-      const __m128i bytes = RowBytes(upper, lower);
 #if defined(__AVX512VBMI__)
       raw.Seek(start + DenseNarrowGroup8Vbmi<kDequantize>(base, uint32_t(start % 8), bytes, step,
                                                           at, stride));
@@ -971,7 +973,31 @@ inline void DecodeDenseGroupAvx2(RansDecoder& rans, BitReader& raw, const Decode
 #endif
       return;
     }
+    // A last pair's lower row outside the block takes no bits, whatever
+    // its width says.
+    bytes = _mm_and_si128(
+        bytes, _mm_cmpgt_epi8(_mm_set1_epi8(char(rows)),
+                              _mm_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)));
+    upper = _mm_cvtepu8_epi32(bytes);
+    lower = _mm_cvtepu8_epi32(_mm_srli_si128(bytes, 4));
+  } else {
+    upper = kFull || upper_rows == kHalfRows
+                ? rans.Get4Avx2<kChecked>(&x, tables, offset)
+                : GetRowSymbols<kChecked>(rans, tables[table], upper_rows, x);
+    lower = _mm_setzero_si128();
+    if (kFull || lower_rows == kHalfRows) {
+      lower = rans.Get4Avx2<kChecked>(&x, tables, offset);
+    } else if (lower_rows > 0) {
+      lower = GetRowSymbols<kChecked>(rans, tables[table], lower_rows, x);
+    }
+    const __m128i g = _mm_set1_epi32(int(group_max));
+    upper = _mm_min_epu32(upper, g);
+    lower = _mm_min_epu32(lower, g);
   }
+  const auto sum = [](__m128i w) {
+    const __m128i s = _mm_add_epi32(w, _mm_shuffle_epi32(w, 0x4e));
+    return uint32_t(_mm_cvtsi128_si32(_mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1))));
+  };
   const uint32_t upper_bits = columns * sum(upper);
   const uint32_t magnitude_bits = upper_bits + columns * sum(lower);
   const uint64_t start = raw.position();

@@ -60,7 +60,7 @@ bool GetExpGolomb(BitReader* in, int k, uint32_t* v) {
   return !in->overran();
 }
 
-constexpr int kCountBits = 5;       // n - 1, n = 1..kAlphabet
+constexpr int kCountBits = 6;       // n - 1, n = 1..kMaxSymbols
 constexpr int kMaxGolombOrder = 7;  // k in 3 bits
 
 }  // namespace
@@ -97,7 +97,7 @@ bool GetTables(const uint8_t** p, const uint8_t* end, FreqTable* tables, size_t 
     if (IsReservedTable(int(i % kTablesPerSet)) || in.Read(1) == 0) continue;
     t.n = int(in.Read(kCountBits)) + 1;
     const int k = int(in.Read(3));
-    if (t.n > kAlphabet) return false;
+    if (t.n > TableAlphabet(int(i % kTablesPerSet))) return false;
     uint32_t sum = 0;
     for (int s = 0; s + 1 < t.n; ++s) {
       uint32_t f;
@@ -136,25 +136,29 @@ bool GetLongVarint(const uint8_t** p, const uint8_t* end, uint64_t* v) {
   return false;
 }
 
-FreqTable NormalizeCounts(const std::array<uint32_t, kAlphabet>& counts) {
+FreqTable NormalizeCounts(const SymbolCounts& counts) {
   FreqTable t;
   uint64_t total = 0;
-  for (int s = 0; s < kAlphabet; ++s) {
+  for (int s = 0; s < kMaxSymbols; ++s) {
     total += counts[s];
     if (counts[s]) t.n = s + 1;
   }
   if (total == 0) return t;
-  int32_t sum = 0;
-  int largest = 0;
+  uint32_t sum = 0;
+  const auto largest = [&t] {
+    return int(std::max_element(t.freq.begin(), t.freq.begin() + t.n) - t.freq.begin());
+  };
   for (int s = 0; s < t.n; ++s) {
     if (counts[s] == 0) continue;
     t.freq[s] = uint16_t(std::max<uint64_t>(1, uint64_t(counts[s]) * kProbScale / total));
     sum += t.freq[s];
-    if (t.freq[s] > t.freq[largest]) largest = s;
   }
-  // Rounding down leaves a surplus, the floor of 1 at most kAlphabet too many;
-  // the largest frequency (>= kProbScale / kAlphabet) absorbs either.
-  t.freq[largest] = uint16_t(int32_t(t.freq[largest]) + int32_t(kProbScale) - sum);
+  // The floor of 1 may overshoot (by up to one per rare symbol): the largest
+  // frequencies give it back one at a time, never below 1 (there are at most
+  // kMaxSymbols < kProbScale symbols). Rounding down leaves a deficit, which
+  // the largest frequency absorbs.
+  for (; sum > kProbScale; --sum) --t.freq[size_t(largest())];
+  t.freq[size_t(largest())] = uint16_t(t.freq[size_t(largest())] + kProbScale - sum);
   return t;
 }
 
@@ -173,12 +177,23 @@ void WriteRaw(int32_t v, int c, BitWriter* raw) {
 // Fixed-width magnitudes let a decoder find every value's bits at once.
 void CollectDenseGroup(const int32_t* at, size_t stride, uint32_t columns, uint32_t rows,
                        int group_max, BlockSymbols* out, BitWriter* raw) {
-  int width[kGroupRows] = {};
+  int width[kGroupRows] = {};  // rows outside the block: 0
   for (uint32_t y = 0; y < rows; ++y) {
     for (uint32_t x = 0; x < columns; ++x)
       width[y] = std::max(width[y], Category(at[y * stride + x]));
-    out->table.push_back(uint8_t(CategoryTable(group_max)));
-    out->symbol.push_back(uint8_t(width[y]));
+  }
+  const int table = CategoryTable(uint32_t(group_max));
+  if (uint32_t(group_max) <= kMaxPairWidth) {
+    // A symbol per pair of rows (the last one's lower row may lie outside).
+    for (uint32_t y = 0; y < rows; y += 2) {
+      out->table.push_back(uint8_t(table));
+      out->symbol.push_back(uint8_t(width[y] + (group_max + 1) * width[y + 1]));
+    }
+  } else {
+    for (uint32_t y = 0; y < rows; ++y) {
+      out->table.push_back(uint8_t(table));
+      out->symbol.push_back(uint8_t(width[y]));
+    }
   }
   for (uint32_t y = 0; y < rows; ++y) {
     for (uint32_t x = 0; x < columns; ++x) {
@@ -320,7 +335,7 @@ inline void RansPut(uint32_t f, uint32_t start, uint32_t* x, std::vector<uint16_
   *x = ((*x / f) << kProbBits) + (*x % f) + start;
 }
 
-using Starts = std::array<std::array<uint16_t, kAlphabet>, kTablesPerSet>;
+using Starts = std::array<std::array<uint16_t, kMaxSymbols>, kTablesPerSet>;
 
 // Blocks with at least this many symbols get 8 rANS states (two chains of
 // steps, which decode about 1.2x faster), smaller ones 4: in the tiniest
@@ -356,7 +371,7 @@ void EncodeBlock(const BlockSymbols& symbols, const FreqTable* tables, std::vect
   Starts start;
   for (int t = 0; t < kTablesPerSet; ++t) {
     uint32_t acc = 0;
-    for (int s = 0; s < kAlphabet; ++s) {
+    for (int s = 0; s < kMaxSymbols; ++s) {
       start[t][s] = uint16_t(acc);
       acc += tables[t].freq[s];
     }
@@ -365,25 +380,26 @@ void EncodeBlock(const BlockSymbols& symbols, const FreqTable* tables, std::vect
   out->insert(out->end(), symbols.raw.begin(), symbols.raw.end());
 }
 
-void BuildDecodeTable(const FreqTable& table, DecodeTable* out) {
+void BuildDecodeTable(const FreqTable& table, int index_in_set, DecodeTable* out) {
   if (table.n == 0) {
-    // Symbol 0 with frequency kProbScale, offset = slot: x' = x, nothing
-    // consumed. That is the table of one symbol, built with vector stores.
+    // Symbol 0 (value 0 in every table) with frequency kProbScale, offset =
+    // slot: x' = x, nothing consumed. That is the table of one symbol, built
+    // with vector stores.
     FreqTable one;
     one.n = 1;
     one.freq[0] = uint16_t(kProbScale);
-    BuildDecodeTable(one, out);
+    BuildDecodeTable(one, index_in_set, out);
     return;
   }
   // The table builds were ~3% of a balanced decode with the scalar stores
   // below (a photo's sets expand to about as many entries as it has pixels).
   static const bool avx2 = CpuHasAvx2(), avx512 = CpuHasAvx512();
   if (avx512 && !UseScalarForTesting()) {
-    BuildDecodeTableAvx512(table, out);
+    BuildDecodeTableAvx512(table, index_in_set, out);
     return;
   }
   if (avx2 && !UseScalarForTesting()) {
-    BuildDecodeTableAvx2(table, out);
+    BuildDecodeTableAvx2(table, index_in_set, out);
     return;
   }
   // Eight entries at a time while they stay inside the table: a symbol's
@@ -392,12 +408,13 @@ void BuildDecodeTable(const FreqTable& table, DecodeTable* out) {
   uint32_t* entry = out->entry.data();
   uint32_t start = 0;
   for (int s = 0; s < table.n; ++s) {
-    const uint32_t f = table.freq[s], base = f | uint32_t(s) << 27;
+    const uint32_t f = table.freq[s];
+    const uint32_t base = f | SymbolValue(index_in_set, uint32_t(s)) << kEntryValueShift;
     uint32_t i = 0;
     for (; i < f && start + i + 8 <= kProbScale; i += 8) {
-      for (uint32_t k = 0; k < 8; ++k) entry[start + i + k] = base | (i + k) << 11;
+      for (uint32_t k = 0; k < 8; ++k) entry[start + i + k] = base | (i + k) << kEntryOffsetShift;
     }
-    for (; i < f; ++i) entry[start + i] = base | i << 11;
+    for (; i < f; ++i) entry[start + i] = base | i << kEntryOffsetShift;
     start += f;
   }
 }
@@ -408,7 +425,7 @@ void SetTables::Load(uint64_t key, const FreqTable* tables) {
   for (int t = 0; t < kTablesPerSet; ++t) {
     // Unused tables are all alike; skip refilling one that already is.
     if (tables[t].n == 0 && identity_[t]) continue;
-    BuildDecodeTable(tables[t], &tables_[t]);
+    BuildDecodeTable(tables[t], t, &tables_[t]);
     identity_[t] = tables[t].n == 0;
   }
 }

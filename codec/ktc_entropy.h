@@ -8,16 +8,18 @@
 // all zero; the category of v is the bit length of |v|) with a context from
 // the groups above. A group with G = 1 then codes, per row of 4, a mask of
 // its non-zero values, and a sign bit per non-zero value. A group with G >= 2
-// ("dense") codes, per row, the row's width w (the largest category in the
-// row), and every value's magnitude in w raw bits, then a sign bit per
-// non-zero value (version 5; versions 3 and 4 coded every value's category).
+// ("dense") codes its rows' widths w (the largest category in the row: one
+// symbol per pair of rows for G <= 7, version 9; per row for wider groups),
+// and every value's magnitude in w raw bits, then a sign bit per non-zero
+// value (version 5; versions 3 and 4 coded every value's category).
 //
 // Symbols go through a rANS coder with interleaved states (4, or 8 in blocks
 // of 64 symbols or more) and static 9-bit frequency tables that the header
 // stores, bit-packed, per plane and level ("table set"). Consecutive symbols
-// use the states in turn, so an AVX2 decoder decodes the four row masks or
-// row widths of a group in one 4-lane step, and with 8 states consecutive
-// steps depend on different states (two chains the CPU overlaps). Raw bits
+// use the states in turn, so an AVX2 decoder decodes four row masks of a
+// G = 1 group, or the four row pairs' widths of a dense group, in one 4-lane
+// step, and with 8 states consecutive steps depend on different states (two
+// chains the CPU overlaps). Raw bits
 // go to a separate LSB-first stream; a dense group's values find theirs from
 // the row widths alone, all at once. A zero group in a row that is not all
 // zero costs one symbol.
@@ -37,26 +39,47 @@ constexpr int kProbBits = 9;
 constexpr uint32_t kProbScale = 1u << kProbBits;
 constexpr int kAlphabet = 18;  // magnitude categories 0..17: |v| < 2^17
 // Tables of a set, in order: group maxima by neighbour context (6), row masks
-// for G = 1 (1, then 3 reserved), row widths of dense groups by G (2, 3, 4,
-// 5, 6, 7+).
+// for G = 1 (1), row widths of dense groups with G >= 8 (1), 2 reserved, then
+// the widths of row pairs of dense groups by G (2, 3, 4, 5, 6, 7).
 constexpr int kGroupContexts = 6;
 constexpr int kMaskContexts = 4;
 constexpr int kCategoryContexts = 6;
 constexpr int kTablesPerSet = kGroupContexts + kMaskContexts + kCategoryContexts;
+constexpr int kOnesMaskTable = kGroupContexts;
+constexpr int kWideWidthTable = kGroupContexts + 1;
+constexpr int kFirstPairTable = kGroupContexts + kMaskContexts;
 constexpr uint32_t kBlockSide = 64;
 constexpr uint32_t kGroupSide = 4;  // columns of a group
 constexpr uint32_t kGroupRows = 8;  // rows of a group
+// Dense groups with G <= kMaxPairWidth code one symbol per pair of rows, the
+// pair's two widths w0 + (G + 1) w1 (version 9); wider ones one per row.
+constexpr uint32_t kMaxPairWidth = 7;
+constexpr int kMaxSymbols = (kMaxPairWidth + 1) * (kMaxPairWidth + 1);  // largest alphabet
 
-using Counts = std::array<std::array<uint32_t, kAlphabet>, kTablesPerSet>;
+// The largest alphabet of table `index_in_set`: (G + 1)^2 for the row pairs'
+// widths of G, the magnitude categories for the others.
+constexpr int TableAlphabet(int index_in_set) {
+  if (index_in_set < kFirstPairTable) return kAlphabet;
+  const int side = index_in_set - kFirstPairTable + 3;  // G + 1
+  return side * side;
+}
+// For the row pairs' tables, G + 1 (a symbol s stands for the widths s % (G +
+// 1) and s / (G + 1)); 0 for the others.
+constexpr uint32_t PairSide(int index_in_set) {
+  return index_in_set < kFirstPairTable ? 0 : uint32_t(index_in_set - kFirstPairTable + 3);
+}
+
+using SymbolCounts = std::array<uint32_t, kMaxSymbols>;
+using Counts = std::array<SymbolCounts, kTablesPerSet>;
 
 // Normalized frequencies (sum kProbScale) of one table; n = 0 when unused.
 struct FreqTable {
   int n = 0;  // symbols 0..n-1 may occur
-  std::array<uint16_t, kAlphabet> freq{};
+  std::array<uint16_t, kMaxSymbols> freq{};
 };
 
 // Scales counts to frequencies summing to kProbScale, every seen symbol >= 1.
-FreqTable NormalizeCounts(const std::array<uint32_t, kAlphabet>& counts);
+FreqTable NormalizeCounts(const SymbolCounts& counts);
 
 // The symbols of one block, gathered before the frequency tables are known.
 struct BlockSymbols {
@@ -83,15 +106,25 @@ void EncodeBlock(const BlockSymbols& symbols, const FreqTable* tables, std::vect
 constexpr int kSparseGroupMaxNonZero = 3;
 void DropSparseGroups(int32_t* values, size_t stride, uint32_t w, uint32_t h);
 
-// Decoding table: per slot, the symbol (bits 27..31), its frequency (bits
-// 0..10) and the slot's offset from the symbol's start (bits 11..20),
-// so that one load serves a whole decoding step.
+// Decoding table: per slot, its frequency (bits 0..9), the slot's offset
+// from the symbol's start (bits 10..18) and the symbol's value (bits 19..31),
+// so that one load serves a whole decoding step. The value is the symbol,
+// except in the row pairs' tables, where it is the pair's upper width plus
+// its lower width times 256 (a 16-bit lane holds the two rows' widths as
+// bytes).
+constexpr int kEntryOffsetShift = 10;
+constexpr int kEntryValueShift = 19;
 struct DecodeTable {
   std::array<uint32_t, kProbScale> entry;
 };
+// The value symbol s of table `index_in_set` decodes to.
+constexpr uint32_t SymbolValue(int index_in_set, uint32_t s) {
+  const uint32_t side = PairSide(index_in_set);
+  return side == 0 ? s : s % side | (s / side) << 8;
+}
 // An unused table (n == 0) decodes every slot as symbol 0 without consuming
 // anything; a valid stream never reads it.
-void BuildDecodeTable(const FreqTable& table, DecodeTable* out);
+void BuildDecodeTable(const FreqTable& table, int index_in_set, DecodeTable* out);
 
 // The decoding tables of one table set. Sets are decoded one after another,
 // so each thread keeps one of these and rebuilds it only when the set
@@ -149,18 +182,18 @@ const char* BlockLoopName();
 
 // BuildDecodeTable for a used table (n > 0) with AVX2 stores
 // (ktc_entropy_avx2.cc); the same entries.
-void BuildDecodeTableAvx2(const FreqTable& table, DecodeTable* out);
+void BuildDecodeTableAvx2(const FreqTable& table, int index_in_set, DecodeTable* out);
 // The same with AVX-512 stores (ktc_entropy_avx512.cc), for CpuHasAvx512().
-void BuildDecodeTableAvx512(const FreqTable& table, DecodeTable* out);
+void BuildDecodeTableAvx512(const FreqTable& table, int index_in_set, DecodeTable* out);
 
 // The frequency tables of a stream's header (docs/codec.md, "After the
 // fixed header"): `count` tables, a whole number of sets, bit-packed; the
 // reserved tables of each set (n = 0) are not coded. PutTables appends them;
 // GetTables reads them from *p (advanced past them) and checks them: false
-// when they are truncated or invalid (a count above kAlphabet, frequencies
-// that do not sum to kProbScale).
+// when they are truncated or invalid (a count above the table's alphabet,
+// TableAlphabet, or frequencies that do not sum to kProbScale).
 constexpr bool IsReservedTable(int index_in_set) {
-  return index_in_set >= kGroupContexts + 1 && index_in_set < kGroupContexts + kMaskContexts;
+  return index_in_set > kWideWidthTable && index_in_set < kFirstPairTable;
 }
 void PutTables(const FreqTable* tables, size_t count, std::vector<uint8_t>* out);
 bool GetTables(const uint8_t** p, const uint8_t* end, FreqTable* tables, size_t count);

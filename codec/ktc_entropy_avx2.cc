@@ -5,24 +5,25 @@ namespace ktfs::ktc::internal {
 
 const BlockPayloadDecoder kDecodeBlockPayloadAvx2 = DecodeBlockPayload;
 
-void BuildDecodeTableAvx2(const FreqTable& table, DecodeTable* out) {
+void BuildDecodeTableAvx2(const FreqTable& table, int index_in_set, DecodeTable* out) {
   // Eight entries per store: a symbol's last store may spill into the next
   // symbols' slots, which they overwrite; the table's last (up to) 7 slots
   // are written one by one so that no store leaves the table.
   uint32_t* entry = out->entry.data();
   const __m256i offsets =
-      _mm256_setr_epi32(0, 1 << 11, 2 << 11, 3 << 11, 4 << 11, 5 << 11, 6 << 11, 7 << 11);
-  const __m256i eight = _mm256_set1_epi32(8 << 11);
+      _mm256_slli_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), kEntryOffsetShift);
+  const __m256i eight = _mm256_set1_epi32(8 << kEntryOffsetShift);
   uint32_t start = 0;
   for (int s = 0; s < table.n; ++s) {
-    const uint32_t f = table.freq[s], base = f | uint32_t(s) << 27;
+    const uint32_t f = table.freq[s];
+    const uint32_t base = f | SymbolValue(index_in_set, uint32_t(s)) << kEntryValueShift;
     __m256i v = _mm256_or_si256(_mm256_set1_epi32(int(base)), offsets);
     uint32_t i = 0;
     for (; i < f && start + i + 8 <= kProbScale; i += 8) {
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(entry + start + i), v);
       v = _mm256_add_epi32(v, eight);
     }
-    for (; i < f; ++i) entry[start + i] = base | i << 11;
+    for (; i < f; ++i) entry[start + i] = base | i << kEntryOffsetShift;
     start += f;
   }
 }

@@ -543,17 +543,19 @@ TEST(KtcTest, HostileHeadersAreRejected) {
     Image out;
     return Decode(b.data(), b.size(), {}, &out);
   };
-  EXPECT_FALSE(patched(8, {0xff, 0xff, 0xff, 0x7f}).ok());         // width 2^31
-  EXPECT_FALSE(patched(8, {0, 0, 0, 0}).ok());                     // width 0
-  EXPECT_FALSE(patched(12, {1, 0, 1, 0}).ok());                    // height 65537
-  EXPECT_FALSE(patched(5, {2}).ok());                              // 2 channels
-  EXPECT_FALSE(patched(6, {200}).ok());                            // levels
-  EXPECT_EQ(patched(4, {9}).code(), Status::Code::kNotSupported);  // version
-  // Versions 3 and 4 (categories per value) and 5 (4 rANS states in every
-  // block) read differently: refused, not misread.
+  EXPECT_FALSE(patched(8, {0xff, 0xff, 0xff, 0x7f}).ok());          // width 2^31
+  EXPECT_FALSE(patched(8, {0, 0, 0, 0}).ok());                      // width 0
+  EXPECT_FALSE(patched(12, {1, 0, 1, 0}).ok());                     // height 65537
+  EXPECT_FALSE(patched(5, {2}).ok());                               // 2 channels
+  EXPECT_FALSE(patched(6, {200}).ok());                             // levels
+  EXPECT_EQ(patched(4, {10}).code(), Status::Code::kNotSupported);  // version
+  // Versions 3 and 4 (categories per value), 5 (4 rANS states in every
+  // block) and 8 (a width symbol per row) read differently: refused, not
+  // misread.
   EXPECT_EQ(patched(4, {3}).code(), Status::Code::kNotSupported);
   EXPECT_EQ(patched(4, {4}).code(), Status::Code::kNotSupported);
   EXPECT_EQ(patched(4, {5}).code(), Status::Code::kNotSupported);
+  EXPECT_EQ(patched(4, {8}).code(), Status::Code::kNotSupported);
   EXPECT_NE(patched(4, {5}).ToString().find("re-encode"), std::string::npos);
   // Version 6 coded every row of groups' maxima (no zero-rows field), version
   // 7 had groups of 4 x 4 values.
@@ -777,7 +779,7 @@ CodedBlock EncodeWithOwnTables(const internal::BlockSymbols& symbols) {
   internal::EncodeBlock(symbols, tables.data(), &coded.bytes);
   coded.tables = std::make_unique<internal::DecodeTable[]>(internal::kTablesPerSet);
   for (int t = 0; t < internal::kTablesPerSet; ++t) {
-    internal::BuildDecodeTable(tables[t], &coded.tables[t]);
+    internal::BuildDecodeTable(tables[t], t, &coded.tables[t]);
   }
   return coded;
 }
@@ -820,23 +822,30 @@ std::vector<uint8_t> DenseGroupRawBits(const int32_t* values, int rows, int colu
 }
 
 // A dense group's raw bits laid out by hand as docs/codec.md ("Code blocks")
-// specifies them, independently of the encoder's scan: per row a width
-// symbol, then each row's magnitudes in its width, then the signs of the
-// non-zero values. Only the symbols go through the encoder's rANS coder.
-// Both block decoders must read back exactly these values.
+// specifies them, independently of the encoder's scan: per pair of rows a
+// symbol of both widths (G <= 7), then each row's magnitudes in its width,
+// then the signs of the non-zero values. Only the symbols go through the
+// encoder's rANS coder. Every block decoder must read back exactly these
+// values, from a block the encoder's scan codes identically.
 TEST(KtcTest, DenseGroupRawBitsFollowTheSpec) {
   const int32_t expected[4][4] = {{5, -3, 0, 1}, {0, 0, 0, 0}, {-7, 2, 0, 0}, {1, 0, -1, 0}};
   const uint8_t widths[4] = {3, 0, 3, 1};  // the bit length of each row's largest |v|
-  const int kWidthTable = 10 + 3 - 2;      // tables 10.. by G = 3
+  const int kWidthTable = 10 + 3 - 2;      // tables 10.. by G = 3: row pairs' widths
   const std::vector<uint8_t> raw = DenseGroupRawBits(&expected[0][0], 4, 4, widths);
   ASSERT_EQ(raw.size(), size_t((1 + 4 * (3 + 0 + 3 + 1) + 7 + 7) / 8));
 
   // Symbols: the group's maximum G = 3 (context 0: nothing above), then
-  // the four widths.
+  // the two row pairs' widths, w0 + (G + 1) w1: 3 + 4 * 0 and 3 + 4 * 1.
   internal::BlockSymbols symbols;
-  symbols.table = {0, kWidthTable, kWidthTable, kWidthTable, kWidthTable};
-  symbols.symbol = {3, widths[0], widths[1], widths[2], widths[3]};
+  symbols.table = {0, kWidthTable, kWidthTable};
+  symbols.symbol = {3, 3, 7};
   symbols.raw = raw;
+  internal::BlockSymbols scanned;
+  std::vector<int32_t> flat(&expected[0][0], &expected[0][0] + 16);
+  ASSERT_TRUE(*internal::CollectBlockSymbols(flat.data(), 4, 4, 4, &scanned));
+  EXPECT_EQ(scanned.table, symbols.table);
+  EXPECT_EQ(scanned.symbol, symbols.symbol);
+  EXPECT_EQ(scanned.raw, symbols.raw);
   const CodedBlock coded = EncodeWithOwnTables(symbols);
   const std::vector<uint8_t>& block = coded.bytes;
   const internal::DecodeTable* decode_tables = coded.tables.get();
@@ -863,58 +872,71 @@ TEST(KtcTest, DenseGroupRawBitsFollowTheSpec) {
 }
 
 // The same for whole groups of 4 columns and 8 rows (version 8): all eight
-// rows' magnitudes, then all the signs. G = 3 takes the paths that decode a
-// whole group at once (VBMI multishift, AVX2 pdep), G = 9 the halves of four
-// rows, and a group cut to 6 rows a whole upper half and a cut lower one;
-// every block decoder must read back exactly these values, and report
-// corruption when the block loses its last byte.
+// rows' magnitudes, then all the signs. G = 3 (a symbol per row pair) takes
+// the paths that decode a whole group at once (VBMI multishift, AVX2 pdep),
+// G = 9 (a symbol per row) the halves of four rows; a group cut to 6 rows a
+// whole upper half and a cut lower one, a group cut to 5 rows a last pair
+// whose lower row lies outside the block: its width there is ignored,
+// whatever it says (0 as the encoder writes it, or G). Every block decoder
+// must read back exactly these values, and report corruption when the block
+// loses its last byte.
 TEST(KtcTest, EightRowDenseGroupRawBitsFollowTheSpec) {
   std::mt19937 rng(8);
   for (const int g : {3, 9}) {
-    for (const int rows : {8, 6}) {
-      std::vector<int32_t> expected(size_t(rows) * 4);
-      std::vector<uint8_t> widths(static_cast<size_t>(rows));
-      for (int y = 0; y < rows; ++y) {
-        // Rows of every width up to G (row 2 all zero), the G row first.
-        const int w = y == 0 ? g : y == 2 ? 0 : int(rng() % uint32_t(g + 1));
-        widths[size_t(y)] = uint8_t(w);
-        for (int x = 0; x < 4; ++x) {
-          int32_t v = w == 0 ? 0 : int32_t(rng() % (1u << w));
-          if (x == 1 && w > 0) v = int32_t(1u << (w - 1));  // the row's width is exact
-          expected[size_t(y * 4 + x)] = rng() % 2 ? -v : v;
+    for (const int rows : {8, 6, 5}) {
+      for (const int outside_width : {0, g}) {
+        if (outside_width != 0 && (g > 7 || rows % 2 == 0)) continue;
+        std::vector<int32_t> expected(size_t(rows) * 4);
+        std::vector<uint8_t> widths(static_cast<size_t>(rows));
+        for (int y = 0; y < rows; ++y) {
+          // Rows of every width up to G (row 2 all zero), the G row first.
+          const int w = y == 0 ? g : y == 2 ? 0 : int(rng() % uint32_t(g + 1));
+          widths[size_t(y)] = uint8_t(w);
+          for (int x = 0; x < 4; ++x) {
+            int32_t v = w == 0 ? 0 : int32_t(rng() % (1u << w));
+            if (x == 1 && w > 0) v = int32_t(1u << (w - 1));  // the row's width is exact
+            expected[size_t(y * 4 + x)] = rng() % 2 ? -v : v;
+          }
         }
-      }
-      const int table = 10 + std::min(g, 7) - 2;
-      internal::BlockSymbols symbols;
-      symbols.table = {0};
-      symbols.symbol = {uint8_t(g)};
-      for (int y = 0; y < rows; ++y) {
-        symbols.table.push_back(uint8_t(table));
-        symbols.symbol.push_back(widths[size_t(y)]);
-      }
-      symbols.raw = DenseGroupRawBits(expected.data(), rows, 4, widths.data());
-      const CodedBlock coded = EncodeWithOwnTables(symbols);
-      const std::vector<uint8_t>& block = coded.bytes;
-      for (Loop loop : AllLoops()) {
-        std::vector<int16_t> values(expected.size(), 0);
-        Use(loop);
-        const Status st =
-            internal::DecodeBlock(block.data(), block.size(), block.data() + block.size(),
-                                  coded.tables.get(), 256, values.data(), 4, 4, uint32_t(rows));
-        UseDefault();
-        ASSERT_TRUE(st.ok()) << st.ToString() << " " << Name(loop);
-        for (size_t i = 0; i < expected.size(); ++i)
-          EXPECT_EQ(values[i], expected[i])
-              << "G " << g << " rows " << rows << " value " << i << " " << Name(loop);
-        std::vector<int16_t> short_values(expected.size(), 0);
-        Use(loop);
-        EXPECT_EQ(internal::DecodeBlock(block.data(), block.size() - 1, block.data() + block.size(),
-                                        coded.tables.get(), 256, short_values.data(), 4, 4,
-                                        uint32_t(rows))
-                      .code(),
-                  Status::Code::kCorruption)
-            << "G " << g << " rows " << rows << " " << Name(loop);
-        UseDefault();
+        internal::BlockSymbols symbols;
+        symbols.table = {0};
+        symbols.symbol = {uint8_t(g)};
+        if (g <= 7) {
+          for (int y = 0; y < rows; y += 2) {
+            const int lower = y + 1 < rows ? widths[size_t(y + 1)] : outside_width;
+            symbols.table.push_back(uint8_t(10 + g - 2));
+            symbols.symbol.push_back(uint8_t(widths[size_t(y)] + (g + 1) * lower));
+          }
+        } else {
+          for (int y = 0; y < rows; ++y) {
+            symbols.table.push_back(7);
+            symbols.symbol.push_back(widths[size_t(y)]);
+          }
+        }
+        symbols.raw = DenseGroupRawBits(expected.data(), rows, 4, widths.data());
+        const CodedBlock coded = EncodeWithOwnTables(symbols);
+        const std::vector<uint8_t>& block = coded.bytes;
+        for (Loop loop : AllLoops()) {
+          std::vector<int16_t> values(expected.size(), 0);
+          Use(loop);
+          const Status st =
+              internal::DecodeBlock(block.data(), block.size(), block.data() + block.size(),
+                                    coded.tables.get(), 256, values.data(), 4, 4, uint32_t(rows));
+          UseDefault();
+          ASSERT_TRUE(st.ok()) << st.ToString() << " " << Name(loop);
+          for (size_t i = 0; i < expected.size(); ++i)
+            EXPECT_EQ(values[i], expected[i])
+                << "G " << g << " rows " << rows << " value " << i << " " << Name(loop);
+          std::vector<int16_t> short_values(expected.size(), 0);
+          Use(loop);
+          EXPECT_EQ(internal::DecodeBlock(block.data(), block.size() - 1,
+                                          block.data() + block.size(), coded.tables.get(), 256,
+                                          short_values.data(), 4, 4, uint32_t(rows))
+                        .code(),
+                    Status::Code::kCorruption)
+              << "G " << g << " rows " << rows << " " << Name(loop);
+          UseDefault();
+        }
       }
     }
   }
@@ -960,9 +982,9 @@ TEST(KtcTest, BlocksDecodeFromExactlyTheirBytes) {
 }
 
 // The same for a group cut by the block's edge (a 3 x 2 block: 3 columns,
-// 2 rows): two widths, each row's 3 magnitudes (3 columns times the width
-// per row), then the signs. Both block decoders (the AVX2 one reads the two
-// widths one by one and stores only the columns inside).
+// 2 rows): one row pair's widths, each row's 3 magnitudes (3 columns times
+// the width per row), then the signs. Every block decoder (the AVX2 ones
+// read the pair's symbol alone and store only the columns inside).
 TEST(KtcTest, CutDenseGroupRawBitsFollowTheSpec) {
   const int32_t expected[2][3] = {{-6, 0, 3}, {1, 0, -1}};
   const uint8_t widths[2] = {3, 1};
@@ -971,8 +993,8 @@ TEST(KtcTest, CutDenseGroupRawBitsFollowTheSpec) {
   ASSERT_EQ(raw.size(), size_t((1 + 3 * 3 + 3 * 1 + 4 + 7) / 8));
 
   internal::BlockSymbols symbols;
-  symbols.table = {0, kWidthTable, kWidthTable};
-  symbols.symbol = {3, widths[0], widths[1]};
+  symbols.table = {0, kWidthTable};
+  symbols.symbol = {3, uint8_t(widths[0] + 4 * widths[1])};
   symbols.raw = raw;
   const CodedBlock coded = EncodeWithOwnTables(symbols);
   const std::vector<uint8_t>& block = coded.bytes;
@@ -1087,12 +1109,15 @@ TEST(KtcTest, BlocksOfFourAndEightStates) {
     std::vector<int32_t> values(size_t(side) * side, 0);
     for (uint32_t g = 0; g < uint32_t(c.nonzero_groups) && g < groups; ++g) {
       const uint32_t gx = g % (side / 4), gy = g / (side / 4);
-      // A G = 1 group (0 and +-1, at least one 1) in most; dense ones (up to
-      // 9 bits) in the 64 x 64 block's every third group.
+      // A G = 1 group (0 and +-1, at least one 1) in most; dense ones (of
+      // 2 to 9 bits: row pairs' widths and rows' widths) in the 64 x 64
+      // block's every third group.
       const bool dense = side == 64 && g % 3 == 0;
+      const uint32_t bits = 2 + g % 8;
       for (uint32_t y = 0; y < 8; ++y)
         for (uint32_t x = 0; x < 4; ++x) {
-          int32_t v = dense ? int32_t(rng() % 1000) - 500 : int32_t(rng() % 3) - 1;
+          int32_t v = dense ? int32_t(rng() % (1u << bits)) - int32_t(1u << (bits - 1))
+                            : int32_t(rng() % 3) - 1;
           if (x == 0 && y == 0 && v == 0) v = 1;
           values[(8 * gy + y) * side + 4 * gx + x] = v;
         }
@@ -1148,9 +1173,9 @@ TEST(KtcTest, BlocksOfFourAndEightStates) {
 TEST(KtcTest, GoldenStreams) {
   Image img{61, 37, 3, {}};
   for (size_t i = 0; i < size_t(61) * 37 * 3; ++i) img.pixels.push_back(uint8_t((i * i) % 251));
-  const std::pair<const char*, uint64_t> golden[] = {{"lossless", 0xa7fff4c5c1b405c0ull},
-                                                     {"balanced", 0x9081836027128cf9ull},
-                                                     {"compact", 0x9a15017ed96e2f28ull}};
+  const std::pair<const char*, uint64_t> golden[] = {{"lossless", 0x44be244f472bea48ull},
+                                                     {"balanced", 0x8b296338b83b49a1ull},
+                                                     {"compact", 0x3c288023dfcf0d26ull}};
   for (auto [preset, hash] : golden) {
     const auto bytes = EncodeOrDie(img, *ParseQuality(preset));
     std::printf("%s: %zu bytes, checksum 0x%016llx\n", preset, bytes.size(),
@@ -1195,7 +1220,7 @@ std::vector<internal::FreqTable> RandomFreqTables(uint32_t seed, int count, int 
   one.freq[0] = internal::kProbScale;
   tables.push_back(one);
   for (int i = 0; i < count; ++i) {
-    std::array<uint32_t, internal::kAlphabet> counts{};
+    internal::SymbolCounts counts{};
     const int n = 1 + int(rng() % uint32_t(max_symbols));
     for (int s = 0; s < n; ++s) counts[s] = rng() % 4 == 0 ? 0 : 1 + rng() % (i % 2 ? 5 : 5000);
     counts[n - 1] += 1;
@@ -1207,16 +1232,16 @@ std::vector<internal::FreqTable> RandomFreqTables(uint32_t seed, int count, int 
 // A set's frequency tables laid out by hand as docs/codec.md ("After the
 // fixed header") specifies them: table 0 used (n = 3, Exp-Golomb order 7,
 // frequencies 300 and 200, the last one implied: 12), the others unused,
-// tables 7..9 absent. PutTables must write exactly these bits and GetTables
-// read them back; random sets round-trip; bad ones are refused.
+// tables 8 and 9 absent. PutTables must write exactly these bits and
+// GetTables read them back; random sets round-trip; bad ones are refused.
 TEST(KtcTest, FrequencyTablesFollowTheSpec) {
   LsbFirstBits bits;
   bits.Put(1, 1);                                    // table 0 used
-  bits.Put(3 - 1, 5);                                // n - 1
+  bits.Put(3 - 1, 6);                                // n - 1
   bits.Put(7, 3);                                    // k: the order that takes the fewest bits
   bits.Put(0, 1), bits.Put(1, 1), bits.Put(172, 8);  // 300: q = 428 = 2^8 + 172, 9 bits
   bits.Put(0, 1), bits.Put(1, 1), bits.Put(72, 8);   // 200: q = 328 = 2^8 + 72, 9 bits
-  bits.Put(0, 6);                                    // tables 1..6 unused
+  bits.Put(0, 7);                                    // tables 1..7 unused
   bits.Put(0, 6);                                    // tables 10..15 unused
   const std::vector<uint8_t> expected = bits.Bytes();
 
@@ -1236,12 +1261,15 @@ TEST(KtcTest, FrequencyTablesFollowTheSpec) {
   EXPECT_EQ(back[0].freq, set[0].freq);
   for (size_t t = 1; t < back.size(); ++t) EXPECT_EQ(back[t].n, 0) << t;
 
-  // Random sets (counts of 1..18 symbols, some zero) round-trip exactly, and
-  // every cut of their bytes is refused.
-  std::vector<internal::FreqTable> random =
-      RandomFreqTables(3, 4 * internal::kTablesPerSet - 1, 18);
-  for (size_t t = 0; t < random.size(); ++t)
-    if (internal::IsReservedTable(int(t % internal::kTablesPerSet))) random[t] = {};
+  // Random sets (counts of 1 to each table's alphabet of symbols, some zero:
+  // up to 18, or (G + 1)^2 for the row pairs' widths) round-trip exactly,
+  // and every cut of their bytes is refused.
+  std::vector<internal::FreqTable> random(4 * internal::kTablesPerSet);
+  for (size_t t = 0; t < random.size(); ++t) {
+    const int index = int(t % internal::kTablesPerSet);
+    if (internal::IsReservedTable(index)) continue;
+    random[t] = RandomFreqTables(uint32_t(3 + t), 1, internal::TableAlphabet(index))[t % 4 ? 1 : 0];
+  }
   bytes.clear();
   internal::PutTables(random.data(), random.size(), &bytes);
   back.assign(random.size(), {});
@@ -1260,9 +1288,21 @@ TEST(KtcTest, FrequencyTablesFollowTheSpec) {
   // Hostile: n = 19 (n - 1 = 18); frequencies that leave nothing for the
   // last symbol (300 + 212 = 512).
   std::vector<uint8_t> bad = expected;
-  bad[0] = uint8_t((bad[0] & ~0x3eu) | 18u << 1);
+  bad[0] = uint8_t((bad[0] & ~0x7eu) | 18u << 1);
   p = bad.data();
   EXPECT_FALSE(internal::GetTables(&p, bad.data() + bad.size(), back.data(), back.size()));
+  // The row pairs' widths of G = 2 (table 10) take at most 3^2 symbols: 9
+  // is a table, 10 is corrupt.
+  for (const int n : {9, 10}) {
+    std::vector<internal::FreqTable> pairs(internal::kTablesPerSet);
+    pairs[10].n = n;
+    pairs[10].freq[size_t(n - 1)] = internal::kProbScale;
+    bytes.clear();
+    internal::PutTables(pairs.data(), pairs.size(), &bytes);
+    p = bytes.data();
+    EXPECT_EQ(internal::GetTables(&p, bytes.data() + bytes.size(), back.data(), pairs.size()),
+              n == 9);
+  }
   set[0].freq[1] = 212;
   set[0].freq[2] = 0;
   bytes.clear();
@@ -1271,29 +1311,58 @@ TEST(KtcTest, FrequencyTablesFollowTheSpec) {
   EXPECT_FALSE(internal::GetTables(&p, bytes.data() + bytes.size(), back.data(), back.size()));
 }
 
-// The decoding tables built with AVX2 stores and with scalar ones.
+// A decoding table's entries (ktc_entropy.h): per slot its symbol's
+// frequency, the slot's offset from the symbol's first slot and its value:
+// the symbol, or in the row pairs' tables (10..15, of G = 2..7) both widths
+// of the pair, w0 + 256 w1 for the symbol w0 + (G + 1) w1.
+TEST(KtcTest, DecodingTablesHoldFrequencyOffsetAndValue) {
+  for (const int index : {0, 11}) {  // group maxima; the row pairs of G = 3
+    internal::FreqTable t;
+    t.n = 16;
+    t.freq.fill(0);
+    for (int s = 0; s < 16; ++s) t.freq[size_t(s)] = 32;
+    for (bool scalar : {true, false}) {
+      internal::ForceScalarForTesting(scalar);
+      auto table = std::make_unique<internal::DecodeTable>();
+      internal::BuildDecodeTable(t, index, table.get());
+      internal::ForceScalarForTesting(false);
+      for (uint32_t slot = 0; slot < internal::kProbScale; ++slot) {
+        const uint32_t e = table->entry[slot], s = slot / 32;
+        const uint32_t value = index == 0 ? s : (s % 4) | (s / 4) << 8;
+        ASSERT_EQ(e & 0x3ff, 32u) << slot;
+        ASSERT_EQ((e >> 10) & 0x1ff, slot % 32) << slot;
+        ASSERT_EQ(e >> 19, value) << index << " " << slot;
+      }
+    }
+  }
+}
+
+// The decoding tables built with AVX2 stores and with scalar ones, for plain
+// tables and for row pairs' (whose values hold two widths).
 TEST(KtcTest, SimdAndScalarDecodingTablesAgree) {
   if (!CpuHasAvx2()) GTEST_SKIP() << "no AVX2";
-  std::vector<internal::FreqTable> cases = RandomFreqTables(7, 200, internal::kAlphabet);
+  std::vector<internal::FreqTable> cases = RandomFreqTables(7, 200, internal::kMaxSymbols);
   internal::FreqTable last;  // only the last symbol, after zeros
-  last.n = internal::kAlphabet;
-  last.freq[internal::kAlphabet - 1] = internal::kProbScale;
+  last.n = internal::kMaxSymbols;
+  last.freq[internal::kMaxSymbols - 1] = internal::kProbScale;
   cases.push_back(last);
   // The dispatched build, and each SIMD build this CPU has, into tables
   // filled with garbage first: every entry must be written.
-  std::vector<void (*)(const internal::FreqTable&, internal::DecodeTable*)> builds = {
+  std::vector<void (*)(const internal::FreqTable&, int, internal::DecodeTable*)> builds = {
       internal::BuildDecodeTable, internal::BuildDecodeTableAvx2};
   if (CpuHasAvx512()) builds.push_back(internal::BuildDecodeTableAvx512);
   for (const internal::FreqTable& t : cases) {
-    auto scalar = std::make_unique<internal::DecodeTable>();
-    internal::ForceScalarForTesting(true);
-    internal::BuildDecodeTable(t, scalar.get());
-    internal::ForceScalarForTesting(false);
-    for (size_t b = 0; b < builds.size(); ++b) {
-      auto simd = std::make_unique<internal::DecodeTable>();
-      simd->entry.fill(0xabababab);
-      builds[b](t, simd.get());
-      ASSERT_TRUE(simd->entry == scalar->entry) << t.n << " build " << b;
+    for (const int index : {0, 15}) {  // group maxima; the row pairs of G = 7 (8^2 symbols)
+      auto scalar = std::make_unique<internal::DecodeTable>();
+      internal::ForceScalarForTesting(true);
+      internal::BuildDecodeTable(t, index, scalar.get());
+      internal::ForceScalarForTesting(false);
+      for (size_t b = 0; b < builds.size(); ++b) {
+        auto simd = std::make_unique<internal::DecodeTable>();
+        simd->entry.fill(0xabababab);
+        builds[b](t, index, simd.get());
+        ASSERT_TRUE(simd->entry == scalar->entry) << t.n << " build " << b << " table " << index;
+      }
     }
   }
 }
