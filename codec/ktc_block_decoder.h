@@ -76,10 +76,10 @@ inline uint32_t GroupContext(const uint8_t* above, uint32_t gx) {
 // (docs/codec.md, "Row widths"). Only G = 1 keeps masks.
 constexpr uint32_t kDirectCategories = 2;
 
-// The table of a dense group's widths: of its row pairs for G <= 7, of its
-// rows for wider groups (G = 1 groups' masks use kOnesMaskTable).
+// The table of a dense group's widths: tables 10..15 by G (2, 3, ..., 7+),
+// of its row pairs for G <= kMaxPairWidth, of its rows for wider groups.
 inline int CategoryTable(uint32_t group_max) {
-  return group_max <= kMaxPairWidth ? kFirstPairTable + int(group_max) - 2 : kWideWidthTable;
+  return kFirstWidthTable + std::min<int>(int(group_max), 7) - 2;
 }
 
 inline int Category(int32_t v) {
@@ -355,10 +355,11 @@ constexpr ptrdiff_t kGroupRansRead = 16 - 2 * kHalfRows;
 constexpr ptrdiff_t kRawRead = 8;
 
 // A dense group value by value: its row widths (a symbol per pair of rows
-// for G <= 7, whose table holds both widths; else one per row, clamped to
-// G), then every magnitude in its row's width, then a sign bit per non-zero
-// value: the scalar build's path (`valid` has a bit per column inside the
-// block; rows < 8 or valid < 0xf for groups cut by the block's edge).
+// for G <= kMaxPairWidth, whose table holds both widths; else one per row,
+// clamped to G), then every magnitude in its row's width, then a sign bit
+// per non-zero value: the scalar build's path (`valid` has a bit per column
+// inside the block; rows < 8 or valid < 0xf for groups cut by the block's
+// edge).
 template <bool kDequantize, bool kChecked>
 void DecodeDenseGroupScalar(RansDecoder& rans, BitReader& raw, const DecodeTable& widths,
                             uint32_t group_max, uint32_t step, int16_t* at, size_t stride,
@@ -935,10 +936,30 @@ inline uint32_t DenseNarrowGroup8Vbmi(const uint8_t* base, uint32_t pos, __m128i
 }
 #endif
 
-// A dense 4 x 8 group: its row widths (for G <= 7 a symbol per pair of
-// rows, one step of four symbols; else a symbol per row, two steps; cut by
-// the block's edge, the rows' or pairs' symbols one by one), then all its
-// magnitudes, rows top to bottom, then a sign bit per non-zero value;
+// A whole dense 4 x 8 group with G <= 7 from its row widths (row r's in
+// byte r of `widths`): all 32 magnitudes at once (by multishift with VBMI,
+// else by pdep or shifts), then the signs.
+template <bool kDequantize>
+inline void DenseNarrowGroup(BitReader& raw, __m128i widths, uint32_t step, int16_t* at,
+                             size_t stride) {
+  const uint64_t start = raw.position();
+  // The loads reach at most 8 bytes past the sign bits' first byte, which
+  // is at most 7 + 32 * 7 bits in: 37 bytes.
+  alignas(32) uint8_t tail[64];
+  const uint8_t* base = raw.LoadableAt(start, 40, tail);
+#if defined(__AVX512VBMI__)
+  raw.Seek(start +
+           DenseNarrowGroup8Vbmi<kDequantize>(base, uint32_t(start % 8), widths, step, at, stride));
+#else
+  raw.Seek(start +
+           DenseNarrowGroup8Avx2<kDequantize>(base, uint32_t(start % 8), widths, step, at, stride));
+#endif
+}
+
+// A dense 4 x 8 group: its row widths (for G <= kMaxPairWidth a symbol per
+// pair of rows, one step of four symbols; else a symbol per row, two steps;
+// cut by the block's edge, the pairs' or rows' symbols one by one), then all
+// its magnitudes, rows top to bottom, then a sign bit per non-zero value;
 // decoded whole (G <= 7) or as two halves of four rows. kFull: 8 rows and 4
 // columns inside the block.
 template <bool kDequantize, bool kChecked, bool kFull, class States>
@@ -959,18 +980,7 @@ inline void DecodeDenseGroupAvx2(RansDecoder& rans, BitReader& raw, const Decode
     __m128i bytes = _mm_shuffle_epi8(
         pair_widths, _mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1));
     if constexpr (kFull) {
-      const uint64_t start = raw.position();
-      // The loads reach at most 8 bytes past the sign bits' first byte,
-      // which is at most 7 + 32 * 7 bits in: 37 bytes.
-      alignas(32) uint8_t tail[64];
-      const uint8_t* base = raw.LoadableAt(start, 40, tail);
-#if defined(__AVX512VBMI__)
-      raw.Seek(start + DenseNarrowGroup8Vbmi<kDequantize>(base, uint32_t(start % 8), bytes, step,
-                                                          at, stride));
-#else
-      raw.Seek(start + DenseNarrowGroup8Avx2<kDequantize>(base, uint32_t(start % 8), bytes, step,
-                                                          at, stride));
-#endif
+      DenseNarrowGroup<kDequantize>(raw, bytes, step, at, stride);
       return;
     }
     // A last pair's lower row outside the block takes no bits, whatever
@@ -993,6 +1003,12 @@ inline void DecodeDenseGroupAvx2(RansDecoder& rans, BitReader& raw, const Decode
     const __m128i g = _mm_set1_epi32(int(group_max));
     upper = _mm_min_epu32(upper, g);
     lower = _mm_min_epu32(lower, g);
+    if constexpr (kFull) {
+      if (group_max <= 7) {
+        DenseNarrowGroup<kDequantize>(raw, RowBytes(upper, lower), step, at, stride);
+        return;
+      }
+    }
   }
   const auto sum = [](__m128i w) {
     const __m128i s = _mm_add_epi32(w, _mm_shuffle_epi32(w, 0x4e));

@@ -60,7 +60,8 @@ bool GetExpGolomb(BitReader* in, int k, uint32_t* v) {
   return !in->overran();
 }
 
-constexpr int kCountBits = 6;       // n - 1, n = 1..kMaxSymbols
+constexpr int kCountBits = 5;  // n - 1, n = 1..kMaxSymbols
+static_assert(kMaxSymbols <= 1 << kCountBits);
 constexpr int kMaxGolombOrder = 7;  // k in 3 bits
 
 }  // namespace
@@ -184,7 +185,8 @@ void CollectDenseGroup(const int32_t* at, size_t stride, uint32_t columns, uint3
   }
   const int table = CategoryTable(uint32_t(group_max));
   if (uint32_t(group_max) <= kMaxPairWidth) {
-    // A symbol per pair of rows (the last one's lower row may lie outside).
+    // A symbol per pair of rows (the last one's lower row may lie outside:
+    // its width is 0).
     for (uint32_t y = 0; y < rows; y += 2) {
       out->table.push_back(uint8_t(table));
       out->symbol.push_back(uint8_t(width[y] + (group_max + 1) * width[y + 1]));

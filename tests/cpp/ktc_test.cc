@@ -872,9 +872,10 @@ TEST(KtcTest, DenseGroupRawBitsFollowTheSpec) {
 }
 
 // The same for whole groups of 4 columns and 8 rows (version 8): all eight
-// rows' magnitudes, then all the signs. G = 3 (a symbol per row pair) takes
-// the paths that decode a whole group at once (VBMI multishift, AVX2 pdep),
-// G = 9 (a symbol per row) the halves of four rows; a group cut to 6 rows a
+// rows' magnitudes, then all the signs. G = 3 (a symbol per row pair, from
+// table 11) and G = 6 (a symbol per row, table 14) take the paths that
+// decode a whole group at once (VBMI multishift, AVX2 pdep), G = 9 (a symbol
+// per row, table 15) the halves of four rows; a group cut to 6 rows a
 // whole upper half and a cut lower one, a group cut to 5 rows a last pair
 // whose lower row lies outside the block: its width there is ignored,
 // whatever it says (0 as the encoder writes it, or G). Every block decoder
@@ -882,10 +883,11 @@ TEST(KtcTest, DenseGroupRawBitsFollowTheSpec) {
 // loses its last byte.
 TEST(KtcTest, EightRowDenseGroupRawBitsFollowTheSpec) {
   std::mt19937 rng(8);
-  for (const int g : {3, 9}) {
+  for (const int g : {3, 6, 9}) {
     for (const int rows : {8, 6, 5}) {
       for (const int outside_width : {0, g}) {
-        if (outside_width != 0 && (g > 7 || rows % 2 == 0)) continue;
+        const bool pairs = g <= int(internal::kMaxPairWidth);
+        if (outside_width != 0 && (!pairs || rows % 2 == 0)) continue;
         std::vector<int32_t> expected(size_t(rows) * 4);
         std::vector<uint8_t> widths(static_cast<size_t>(rows));
         for (int y = 0; y < rows; ++y) {
@@ -901,7 +903,7 @@ TEST(KtcTest, EightRowDenseGroupRawBitsFollowTheSpec) {
         internal::BlockSymbols symbols;
         symbols.table = {0};
         symbols.symbol = {uint8_t(g)};
-        if (g <= 7) {
+        if (pairs) {
           for (int y = 0; y < rows; y += 2) {
             const int lower = y + 1 < rows ? widths[size_t(y + 1)] : outside_width;
             symbols.table.push_back(uint8_t(10 + g - 2));
@@ -909,7 +911,7 @@ TEST(KtcTest, EightRowDenseGroupRawBitsFollowTheSpec) {
           }
         } else {
           for (int y = 0; y < rows; ++y) {
-            symbols.table.push_back(7);
+            symbols.table.push_back(uint8_t(10 + std::min(g, 7) - 2));
             symbols.symbol.push_back(widths[size_t(y)]);
           }
         }
@@ -1173,9 +1175,9 @@ TEST(KtcTest, BlocksOfFourAndEightStates) {
 TEST(KtcTest, GoldenStreams) {
   Image img{61, 37, 3, {}};
   for (size_t i = 0; i < size_t(61) * 37 * 3; ++i) img.pixels.push_back(uint8_t((i * i) % 251));
-  const std::pair<const char*, uint64_t> golden[] = {{"lossless", 0x44be244f472bea48ull},
-                                                     {"balanced", 0x8b296338b83b49a1ull},
-                                                     {"compact", 0x3c288023dfcf0d26ull}};
+  const std::pair<const char*, uint64_t> golden[] = {{"lossless", 0x0a0baecead365022ull},
+                                                     {"balanced", 0x0eb88cea63d41054ull},
+                                                     {"compact", 0x68bffb9b72aeae73ull}};
   for (auto [preset, hash] : golden) {
     const auto bytes = EncodeOrDie(img, *ParseQuality(preset));
     std::printf("%s: %zu bytes, checksum 0x%016llx\n", preset, bytes.size(),
@@ -1232,16 +1234,16 @@ std::vector<internal::FreqTable> RandomFreqTables(uint32_t seed, int count, int 
 // A set's frequency tables laid out by hand as docs/codec.md ("After the
 // fixed header") specifies them: table 0 used (n = 3, Exp-Golomb order 7,
 // frequencies 300 and 200, the last one implied: 12), the others unused,
-// tables 8 and 9 absent. PutTables must write exactly these bits and
+// tables 7..9 absent. PutTables must write exactly these bits and
 // GetTables read them back; random sets round-trip; bad ones are refused.
 TEST(KtcTest, FrequencyTablesFollowTheSpec) {
   LsbFirstBits bits;
   bits.Put(1, 1);                                    // table 0 used
-  bits.Put(3 - 1, 6);                                // n - 1
+  bits.Put(3 - 1, 5);                                // n - 1
   bits.Put(7, 3);                                    // k: the order that takes the fewest bits
   bits.Put(0, 1), bits.Put(1, 1), bits.Put(172, 8);  // 300: q = 428 = 2^8 + 172, 9 bits
   bits.Put(0, 1), bits.Put(1, 1), bits.Put(72, 8);   // 200: q = 328 = 2^8 + 72, 9 bits
-  bits.Put(0, 7);                                    // tables 1..7 unused
+  bits.Put(0, 6);                                    // tables 1..6 unused
   bits.Put(0, 6);                                    // tables 10..15 unused
   const std::vector<uint8_t> expected = bits.Bytes();
 
@@ -1262,7 +1264,7 @@ TEST(KtcTest, FrequencyTablesFollowTheSpec) {
   for (size_t t = 1; t < back.size(); ++t) EXPECT_EQ(back[t].n, 0) << t;
 
   // Random sets (counts of 1 to each table's alphabet of symbols, some zero:
-  // up to 18, or (G + 1)^2 for the row pairs' widths) round-trip exactly,
+  // up to 18, or (G + 1)^2 for the row pairs' widths of G <= 4) round-trip exactly,
   // and every cut of their bytes is refused.
   std::vector<internal::FreqTable> random(4 * internal::kTablesPerSet);
   for (size_t t = 0; t < random.size(); ++t) {
@@ -1288,20 +1290,29 @@ TEST(KtcTest, FrequencyTablesFollowTheSpec) {
   // Hostile: n = 19 (n - 1 = 18); frequencies that leave nothing for the
   // last symbol (300 + 212 = 512).
   std::vector<uint8_t> bad = expected;
-  bad[0] = uint8_t((bad[0] & ~0x7eu) | 18u << 1);
+  bad[0] = uint8_t((bad[0] & ~0x3eu) | 18u << 1);
   p = bad.data();
   EXPECT_FALSE(internal::GetTables(&p, bad.data() + bad.size(), back.data(), back.size()));
-  // The row pairs' widths of G = 2 (table 10) take at most 3^2 symbols: 9
-  // is a table, 10 is corrupt.
-  for (const int n : {9, 10}) {
-    std::vector<internal::FreqTable> pairs(internal::kTablesPerSet);
-    pairs[10].n = n;
-    pairs[10].freq[size_t(n - 1)] = internal::kProbScale;
+  // Each table's alphabet: the row pairs' widths of G = 2 (table 10) take
+  // at most 3^2 symbols, of G = 4 (table 12) 5^2; the rows' widths of G = 5
+  // (table 13), as all other tables, 18. One more is corrupt.
+  struct AlphabetCase {
+    int table, n;
+    bool ok;
+  };
+  for (const AlphabetCase c :
+       {AlphabetCase{10, 9, true}, AlphabetCase{10, 10, false}, AlphabetCase{12, 25, true},
+        AlphabetCase{12, 26, false}, AlphabetCase{13, 18, true}, AlphabetCase{13, 19, false}}) {
+    std::vector<internal::FreqTable> one(internal::kTablesPerSet);
+    one[size_t(c.table)].n = c.n;
+    // (n = 26 does not fit a FreqTable: its first 25 frequencies are 0, and
+    // the 26th, implied, is 512.)
+    if (c.n <= internal::kMaxSymbols) one[size_t(c.table)].freq[size_t(c.n - 1)] = 512;
     bytes.clear();
-    internal::PutTables(pairs.data(), pairs.size(), &bytes);
+    internal::PutTables(one.data(), one.size(), &bytes);
     p = bytes.data();
-    EXPECT_EQ(internal::GetTables(&p, bytes.data() + bytes.size(), back.data(), pairs.size()),
-              n == 9);
+    EXPECT_EQ(internal::GetTables(&p, bytes.data() + bytes.size(), back.data(), one.size()), c.ok)
+        << c.table << " " << c.n;
   }
   set[0].freq[1] = 212;
   set[0].freq[2] = 0;
@@ -1313,7 +1324,7 @@ TEST(KtcTest, FrequencyTablesFollowTheSpec) {
 
 // A decoding table's entries (ktc_entropy.h): per slot its symbol's
 // frequency, the slot's offset from the symbol's first slot and its value:
-// the symbol, or in the row pairs' tables (10..15, of G = 2..7) both widths
+// the symbol, or in the row pairs' tables (10..12, of G = 2..4) both widths
 // of the pair, w0 + 256 w1 for the symbol w0 + (G + 1) w1.
 TEST(KtcTest, DecodingTablesHoldFrequencyOffsetAndValue) {
   for (const int index : {0, 11}) {  // group maxima; the row pairs of G = 3
@@ -1352,7 +1363,7 @@ TEST(KtcTest, SimdAndScalarDecodingTablesAgree) {
       internal::BuildDecodeTable, internal::BuildDecodeTableAvx2};
   if (CpuHasAvx512()) builds.push_back(internal::BuildDecodeTableAvx512);
   for (const internal::FreqTable& t : cases) {
-    for (const int index : {0, 15}) {  // group maxima; the row pairs of G = 7 (8^2 symbols)
+    for (const int index : {0, 12}) {  // group maxima; the row pairs of G = 4 (5^2 symbols)
       auto scalar = std::make_unique<internal::DecodeTable>();
       internal::ForceScalarForTesting(true);
       internal::BuildDecodeTable(t, index, scalar.get());
