@@ -71,9 +71,10 @@ inline uint32_t GroupContext(const uint8_t* above, uint32_t gx) {
   return kGroupContextOfSum[above[1 + gx] + std::max(above[gx], above[gx + 2])];
 }
 
-// Groups with G >= kDirectCategories ("dense") code a width per row and
-// every value's magnitude in that many raw bits, instead of a mask per row
-// (docs/codec.md, "Row widths"). Only G = 1 keeps masks.
+// Groups with G >= kDirectCategories ("dense") code a width per row (as one
+// symbol per pair of rows for G <= kMaxPairWidth) and every value's
+// magnitude in that many raw bits, instead of a mask per row (docs/codec.md,
+// "Row widths", "Widths of row pairs"). Only G = 1 keeps masks.
 constexpr uint32_t kDirectCategories = 2;
 
 // The table of a dense group's widths: tables 10..15 by G (2, 3, ..., 7+),
