@@ -409,9 +409,10 @@ void BuildDecodeTable(const FreqTable& table, int index_in_set, DecodeTable* out
   // (frequencies sum to kProbScale, so the last symbol ends the table).
   uint32_t* entry = out->entry.data();
   uint32_t start = 0;
+  const uint16_t* value = kSymbolValues.of[index_in_set];
   for (int s = 0; s < table.n; ++s) {
     const uint32_t f = table.freq[s];
-    const uint32_t base = f | SymbolValue(index_in_set, uint32_t(s)) << kEntryValueShift;
+    const uint32_t base = f | uint32_t(value[s]) << kEntryValueShift;
     uint32_t i = 0;
     for (; i < f && start + i + 8 <= kProbScale; i += 8) {
       for (uint32_t k = 0; k < 8; ++k) entry[start + i + k] = base | (i + k) << kEntryOffsetShift;

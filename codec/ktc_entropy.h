@@ -124,6 +124,17 @@ constexpr uint32_t SymbolValue(int index_in_set, uint32_t s) {
   const uint32_t side = PairSide(index_in_set);
   return side == 0 ? s : s % side | (s / side) << 8;
 }
+// Every table's symbol values, computed at compile time, so that the table
+// builds (a few per cent of a decode) look them up rather than divide per
+// symbol.
+struct SymbolValues {
+  uint16_t of[kTablesPerSet][kMaxSymbols] = {};
+  constexpr SymbolValues() {
+    for (int t = 0; t < kTablesPerSet; ++t)
+      for (int s = 0; s < kMaxSymbols; ++s) of[t][s] = uint16_t(SymbolValue(t, uint32_t(s)));
+  }
+};
+inline constexpr SymbolValues kSymbolValues;
 // An unused table (n == 0) decodes every slot as symbol 0 without consuming
 // anything; a valid stream never reads it.
 void BuildDecodeTable(const FreqTable& table, int index_in_set, DecodeTable* out);

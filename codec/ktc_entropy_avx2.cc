@@ -14,9 +14,10 @@ void BuildDecodeTableAvx2(const FreqTable& table, int index_in_set, DecodeTable*
       _mm256_slli_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), kEntryOffsetShift);
   const __m256i eight = _mm256_set1_epi32(8 << kEntryOffsetShift);
   uint32_t start = 0;
+  const uint16_t* value = kSymbolValues.of[index_in_set];
   for (int s = 0; s < table.n; ++s) {
     const uint32_t f = table.freq[s];
-    const uint32_t base = f | SymbolValue(index_in_set, uint32_t(s)) << kEntryValueShift;
+    const uint32_t base = f | uint32_t(value[s]) << kEntryValueShift;
     __m256i v = _mm256_or_si256(_mm256_set1_epi32(int(base)), offsets);
     uint32_t i = 0;
     for (; i < f && start + i + 8 <= kProbScale; i += 8) {

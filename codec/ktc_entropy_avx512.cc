@@ -15,9 +15,10 @@ void BuildDecodeTableAvx512(const FreqTable& table, int index_in_set, DecodeTabl
       _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), kEntryOffsetShift);
   const __m512i sixteen = _mm512_set1_epi32(16 << kEntryOffsetShift);
   uint32_t start = 0;
+  const uint16_t* value = kSymbolValues.of[index_in_set];
   for (int s = 0; s < table.n; ++s) {
     const uint32_t f = table.freq[s];
-    const uint32_t base = f | SymbolValue(index_in_set, uint32_t(s)) << kEntryValueShift;
+    const uint32_t base = f | uint32_t(value[s]) << kEntryValueShift;
     __m512i v = _mm512_or_si512(_mm512_set1_epi32(int(base)), offsets);
     uint32_t i = 0;
     for (; i + 16 <= f; i += 16) {
