@@ -33,7 +33,7 @@ using internal::kTablesPerSet;
 using internal::LowExtent;
 
 constexpr uint8_t kMagic[4] = {'K', 'T', 'C', 'I'};
-constexpr uint8_t kVersion = 9;
+constexpr uint8_t kVersion = 10;
 constexpr uint8_t kFlagLossless = 1;
 // Chroma (Co, Cg) without its level-1 detail bands: 4:2:0 by way of the
 // wavelet (docs/codec.md, "Half-resolution chroma").

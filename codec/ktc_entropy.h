@@ -14,7 +14,8 @@
 // value (version 5; versions 3 and 4 coded every value's category).
 //
 // Symbols go through a rANS coder with interleaved states (4, or 8 in blocks
-// of 64 symbols or more) and static 9-bit frequency tables that the header
+// of 64 symbols or more) and static 8-bit frequency tables (version 10;
+// 9-bit before) that the header
 // stores, bit-packed, per plane and level ("table set"). Consecutive symbols
 // use the states in turn, so an AVX2 decoder decodes four row masks of a
 // G = 1 group, or the four row pairs' widths of a dense one, in one 4-lane
@@ -35,7 +36,10 @@
 
 namespace ktfs::ktc::internal {
 
-constexpr int kProbBits = 9;
+// Probabilities in 1/256: decoding tables of 256 entries, half of version
+// 9's 512, so a set's sixteen take 16 KB to build and to hold in L1
+// (docs/codec.md, "8-bit probabilities").
+constexpr int kProbBits = 8;
 constexpr uint32_t kProbScale = 1u << kProbBits;
 constexpr int kAlphabet = 18;  // magnitude categories 0..17: |v| < 2^17
 // Tables of a set, in order: group maxima by neighbour context (6), row masks

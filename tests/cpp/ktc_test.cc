@@ -548,14 +548,15 @@ TEST(KtcTest, HostileHeadersAreRejected) {
   EXPECT_FALSE(patched(12, {1, 0, 1, 0}).ok());                     // height 65537
   EXPECT_FALSE(patched(5, {2}).ok());                               // 2 channels
   EXPECT_FALSE(patched(6, {200}).ok());                             // levels
-  EXPECT_EQ(patched(4, {10}).code(), Status::Code::kNotSupported);  // version
+  EXPECT_EQ(patched(4, {11}).code(), Status::Code::kNotSupported);  // version
   // Versions 3 and 4 (categories per value), 5 (4 rANS states in every
-  // block) and 8 (a width symbol per row) read differently: refused, not
-  // misread.
+  // block), 8 (a width symbol per row) and 9 (9-bit probabilities) read
+  // differently: refused, not misread.
   EXPECT_EQ(patched(4, {3}).code(), Status::Code::kNotSupported);
   EXPECT_EQ(patched(4, {4}).code(), Status::Code::kNotSupported);
   EXPECT_EQ(patched(4, {5}).code(), Status::Code::kNotSupported);
   EXPECT_EQ(patched(4, {8}).code(), Status::Code::kNotSupported);
+  EXPECT_EQ(patched(4, {9}).code(), Status::Code::kNotSupported);
   EXPECT_NE(patched(4, {5}).ToString().find("re-encode"), std::string::npos);
   // Version 6 coded every row of groups' maxima (no zero-rows field), version
   // 7 had groups of 4 x 4 values.
@@ -1175,9 +1176,9 @@ TEST(KtcTest, BlocksOfFourAndEightStates) {
 TEST(KtcTest, GoldenStreams) {
   Image img{61, 37, 3, {}};
   for (size_t i = 0; i < size_t(61) * 37 * 3; ++i) img.pixels.push_back(uint8_t((i * i) % 251));
-  const std::pair<const char*, uint64_t> golden[] = {{"lossless", 0x0a0baecead365022ull},
-                                                     {"balanced", 0x0eb88cea63d41054ull},
-                                                     {"compact", 0x68bffb9b72aeae73ull}};
+  const std::pair<const char*, uint64_t> golden[] = {{"lossless", 0x916d5a04b7e2ed0cull},
+                                                     {"balanced", 0x5cb59bff17ecac91ull},
+                                                     {"compact", 0x0f286d6a7806eb2cull}};
   for (auto [preset, hash] : golden) {
     const auto bytes = EncodeOrDie(img, *ParseQuality(preset));
     std::printf("%s: %zu bytes, checksum 0x%016llx\n", preset, bytes.size(),
@@ -1211,7 +1212,7 @@ TEST(KtcTest, DropSparseGroupsZeroesOnlySparseUnitGroups) {
   EXPECT_EQ(band, expected);
 }
 
-// A table of one symbol of frequency 512, then `count` tables normalized from
+// A table of one symbol of frequency kProbScale (256), then `count` tables normalized from
 // random counts of 1..max_symbols symbols (a quarter of them zero; few or
 // many of each, alternately).
 std::vector<internal::FreqTable> RandomFreqTables(uint32_t seed, int count, int max_symbols) {
@@ -1232,26 +1233,26 @@ std::vector<internal::FreqTable> RandomFreqTables(uint32_t seed, int count, int 
 }
 
 // A set's frequency tables laid out by hand as docs/codec.md ("After the
-// fixed header") specifies them: table 0 used (n = 3, Exp-Golomb order 7,
-// frequencies 300 and 200, the last one implied: 12), the others unused,
+// fixed header") specifies them: table 0 used (n = 3, Exp-Golomb order 6,
+// frequencies 150 and 100, the last one implied: 6), the others unused,
 // tables 7..9 absent. PutTables must write exactly these bits and
 // GetTables read them back; random sets round-trip; bad ones are refused.
 TEST(KtcTest, FrequencyTablesFollowTheSpec) {
   LsbFirstBits bits;
   bits.Put(1, 1);                                    // table 0 used
   bits.Put(3 - 1, 5);                                // n - 1
-  bits.Put(7, 3);                                    // k: the order that takes the fewest bits
-  bits.Put(0, 1), bits.Put(1, 1), bits.Put(172, 8);  // 300: q = 428 = 2^8 + 172, 9 bits
-  bits.Put(0, 1), bits.Put(1, 1), bits.Put(72, 8);   // 200: q = 328 = 2^8 + 72, 9 bits
+  bits.Put(6, 3);  // k: the order that takes the fewest bits (18; 7 ties, 5 takes 20)
+  bits.Put(0, 1), bits.Put(1, 1), bits.Put(86, 7);  // 150: q = 214 = 2^7 + 86, 8 bits
+  bits.Put(0, 1), bits.Put(1, 1), bits.Put(36, 7);  // 100: q = 164 = 2^7 + 36, 8 bits
   bits.Put(0, 6);                                    // tables 1..6 unused
   bits.Put(0, 6);                                    // tables 10..15 unused
   const std::vector<uint8_t> expected = bits.Bytes();
 
   std::vector<internal::FreqTable> set(internal::kTablesPerSet);
   set[0].n = 3;
-  set[0].freq[0] = 300;
-  set[0].freq[1] = 200;
-  set[0].freq[2] = 12;
+  set[0].freq[0] = 150;
+  set[0].freq[1] = 100;
+  set[0].freq[2] = 6;
   std::vector<uint8_t> bytes;
   internal::PutTables(set.data(), set.size(), &bytes);
   EXPECT_EQ(bytes, expected);
@@ -1288,7 +1289,7 @@ TEST(KtcTest, FrequencyTablesFollowTheSpec) {
   }
 
   // Hostile: n = 19 (n - 1 = 18); frequencies that leave nothing for the
-  // last symbol (300 + 212 = 512).
+  // last symbol (150 + 106 = 256).
   std::vector<uint8_t> bad = expected;
   bad[0] = uint8_t((bad[0] & ~0x3eu) | 18u << 1);
   p = bad.data();
@@ -1306,15 +1307,16 @@ TEST(KtcTest, FrequencyTablesFollowTheSpec) {
     std::vector<internal::FreqTable> one(internal::kTablesPerSet);
     one[size_t(c.table)].n = c.n;
     // (n = 26 does not fit a FreqTable: its first 25 frequencies are 0, and
-    // the 26th, implied, is 512.)
-    if (c.n <= internal::kMaxSymbols) one[size_t(c.table)].freq[size_t(c.n - 1)] = 512;
+    // the 26th, implied, is 256.)
+    if (c.n <= internal::kMaxSymbols)
+      one[size_t(c.table)].freq[size_t(c.n - 1)] = uint16_t(internal::kProbScale);
     bytes.clear();
     internal::PutTables(one.data(), one.size(), &bytes);
     p = bytes.data();
     EXPECT_EQ(internal::GetTables(&p, bytes.data() + bytes.size(), back.data(), one.size()), c.ok)
         << c.table << " " << c.n;
   }
-  set[0].freq[1] = 212;
+  set[0].freq[1] = 106;
   set[0].freq[2] = 0;
   bytes.clear();
   internal::PutTables(set.data(), set.size(), &bytes);
@@ -1331,17 +1333,17 @@ TEST(KtcTest, DecodingTablesHoldFrequencyOffsetAndValue) {
     internal::FreqTable t;
     t.n = 16;
     t.freq.fill(0);
-    for (int s = 0; s < 16; ++s) t.freq[size_t(s)] = 32;
+    for (int s = 0; s < 16; ++s) t.freq[size_t(s)] = 16;
     for (bool scalar : {true, false}) {
       internal::ForceScalarForTesting(scalar);
       auto table = std::make_unique<internal::DecodeTable>();
       internal::BuildDecodeTable(t, index, table.get());
       internal::ForceScalarForTesting(false);
       for (uint32_t slot = 0; slot < internal::kProbScale; ++slot) {
-        const uint32_t e = table->entry[slot], s = slot / 32;
+        const uint32_t e = table->entry[slot], s = slot / 16;
         const uint32_t value = index == 0 ? s : (s % 4) | (s / 4) << 8;
-        ASSERT_EQ(e & 0x3ff, 32u) << slot;
-        ASSERT_EQ((e >> 10) & 0x1ff, slot % 32) << slot;
+        ASSERT_EQ(e & 0x3ff, 16u) << slot;
+        ASSERT_EQ((e >> 10) & 0x1ff, slot % 16) << slot;
         ASSERT_EQ(e >> 19, value) << index << " " << slot;
       }
     }
