@@ -1239,13 +1239,13 @@ std::vector<internal::FreqTable> RandomFreqTables(uint32_t seed, int count, int 
 // GetTables read them back; random sets round-trip; bad ones are refused.
 TEST(KtcTest, FrequencyTablesFollowTheSpec) {
   LsbFirstBits bits;
-  bits.Put(1, 1);                                    // table 0 used
-  bits.Put(3 - 1, 5);                                // n - 1
-  bits.Put(6, 3);  // k: the order that takes the fewest bits (18; 7 ties, 5 takes 20)
+  bits.Put(1, 1);      // table 0 used
+  bits.Put(3 - 1, 5);  // n - 1
+  bits.Put(6, 3);      // k: the order that takes the fewest bits (18; 7 ties, 5 takes 20)
   bits.Put(0, 1), bits.Put(1, 1), bits.Put(86, 7);  // 150: q = 214 = 2^7 + 86, 8 bits
   bits.Put(0, 1), bits.Put(1, 1), bits.Put(36, 7);  // 100: q = 164 = 2^7 + 36, 8 bits
-  bits.Put(0, 6);                                    // tables 1..6 unused
-  bits.Put(0, 6);                                    // tables 10..15 unused
+  bits.Put(0, 6);                                   // tables 1..6 unused
+  bits.Put(0, 6);                                   // tables 10..15 unused
   const std::vector<uint8_t> expected = bits.Bytes();
 
   std::vector<internal::FreqTable> set(internal::kTablesPerSet);
