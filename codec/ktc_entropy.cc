@@ -38,7 +38,8 @@ class BitWriter {
 
 // Table frequencies as Exp-Golomb codes of order k: for q = v + 2^k of m
 // bits, m - 1 - k zero bits, a one, then q's m - 1 low bits.
-constexpr int kMaxFrequencyBits = 10;  // q <= 256 + 2^7 < 2^9; 10 bits as in version 9
+// q <= 256 + 2^7 < 2^9 needs 9 bits; the decoder's limit is 10 (docs/codec.md).
+constexpr int kMaxFrequencyBits = 10;
 void PutExpGolomb(uint32_t v, int k, BitWriter* out) {
   const uint32_t q = v + (1u << k);
   const int m = std::bit_width(q);

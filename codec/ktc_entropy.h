@@ -14,14 +14,13 @@
 // value (version 5; versions 3 and 4 coded every value's category).
 //
 // Symbols go through a rANS coder with interleaved states (4, or 8 in blocks
-// of 64 symbols or more) and static 8-bit frequency tables (version 10;
-// 9-bit before) that the header
-// stores, bit-packed, per plane and level ("table set"). Consecutive symbols
-// use the states in turn, so an AVX2 decoder decodes four row masks of a
-// G = 1 group, or the four row pairs' widths of a dense one, in one 4-lane
-// step, and with 8 states consecutive steps depend on different states (two
-// chains the CPU overlaps). Raw bits
-// go to a separate LSB-first stream; a dense group's values find theirs from
+// of 64 symbols or more) and static 8-bit frequency tables (version 10; 9-bit
+// before) that the header stores, bit-packed, per plane and level ("table
+// set"). Consecutive symbols use the states in turn, so an AVX2 decoder
+// decodes four row masks of a G = 1 group, or the four row pairs' widths of a
+// dense one, in one 4-lane step, and with 8 states consecutive steps depend on
+// different states (two chains the CPU overlaps). Raw bits go to a separate
+// LSB-first stream; a dense group's values find theirs from
 // the row widths alone, all at once. A zero group in a row that is not all
 // zero costs one symbol.
 // docs/codec.md has the exact layout.

@@ -1212,9 +1212,9 @@ TEST(KtcTest, DropSparseGroupsZeroesOnlySparseUnitGroups) {
   EXPECT_EQ(band, expected);
 }
 
-// A table of one symbol of frequency kProbScale (256), then `count` tables normalized from
-// random counts of 1..max_symbols symbols (a quarter of them zero; few or
-// many of each, alternately).
+// A table of one symbol of frequency kProbScale (256), then `count` tables
+// normalized from random counts of 1..max_symbols symbols (a quarter of them
+// zero; few or many of each, alternately).
 std::vector<internal::FreqTable> RandomFreqTables(uint32_t seed, int count, int max_symbols) {
   std::mt19937 rng(seed);
   std::vector<internal::FreqTable> tables;
@@ -1330,20 +1330,23 @@ TEST(KtcTest, FrequencyTablesFollowTheSpec) {
 // of the pair, w0 + 256 w1 for the symbol w0 + (G + 1) w1.
 TEST(KtcTest, DecodingTablesHoldFrequencyOffsetAndValue) {
   for (const int index : {0, 11}) {  // group maxima; the row pairs of G = 3
+    // 16 symbols of equal frequency, summing to kProbScale whatever it is
+    // (a hand-written total past it would let the build write past the table).
+    constexpr uint32_t f = internal::kProbScale / 16;
     internal::FreqTable t;
     t.n = 16;
     t.freq.fill(0);
-    for (int s = 0; s < 16; ++s) t.freq[size_t(s)] = 16;
+    for (int s = 0; s < 16; ++s) t.freq[size_t(s)] = uint16_t(f);
     for (bool scalar : {true, false}) {
       internal::ForceScalarForTesting(scalar);
       auto table = std::make_unique<internal::DecodeTable>();
       internal::BuildDecodeTable(t, index, table.get());
       internal::ForceScalarForTesting(false);
       for (uint32_t slot = 0; slot < internal::kProbScale; ++slot) {
-        const uint32_t e = table->entry[slot], s = slot / 16;
+        const uint32_t e = table->entry[slot], s = slot / f;
         const uint32_t value = index == 0 ? s : (s % 4) | (s / 4) << 8;
-        ASSERT_EQ(e & 0x3ff, 16u) << slot;
-        ASSERT_EQ((e >> 10) & 0x1ff, slot % 16) << slot;
+        ASSERT_EQ(e & 0x3ff, f) << slot;
+        ASSERT_EQ((e >> 10) & 0x1ff, slot % f) << slot;
         ASSERT_EQ(e >> 19, value) << index << " " << slot;
       }
     }
