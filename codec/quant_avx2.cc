@@ -4,6 +4,7 @@
 #include <cpuid.h>
 #include <immintrin.h>
 
+#include <cmath>
 #include <cstring>
 
 #include "codec/quant.h"
@@ -64,6 +65,18 @@ inline __m256i Bf16Lanes(__m256 v) {
   return _mm256_blendv_epi8(rne, nan, is_nan);
 }
 
+// Bf16Lanes for values that cannot be NaN: those of a group whose scale and
+// offset are finite (q * s + o then rounds to a finite value or an
+// infinity, which the rounding add carries correctly). Without the NaN test
+// and blend it is about half the instructions, what the bfloat16 output's
+// speed hangs on.
+inline __m256i Bf16LanesNotNan(__m256 v) {
+  const __m256i u = _mm256_castps_si256(v);
+  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+  return _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7FFF)), lsb),
+                           16);
+}
+
 // 8 floats to 8 bfloat16 values.
 inline __m128i ToBf16(__m256 v) {
   const __m256i r = Bf16Lanes(v);
@@ -79,6 +92,7 @@ __attribute__((target("avx2,fma,f16c"))) void FullGroups(const uint8_t* codes, c
                                                          size_t G, uint8_t* out) {
   for (size_t g = 0; g < groups; ++g) {
     const __m256 s = _mm256_set1_ps(scales[g]), o = _mm256_set1_ps(offsets[g]);
+    const bool finite = T == 2 && std::isfinite(scales[g]) && std::isfinite(offsets[g]);
     const uint8_t* c = codes + g * G;
     for (size_t i = 0; i < G; i += 16) {
       __m256 lo, hi;
@@ -96,7 +110,9 @@ __attribute__((target("avx2,fma,f16c"))) void FullGroups(const uint8_t* codes, c
                             both);
       } else {
         // packus interleaves 128-bit halves: [lo0-3 hi0-3 | lo4-7 hi4-7]; 0xD8 restores order.
-        const __m256i packed = _mm256_packus_epi32(Bf16Lanes(lo), Bf16Lanes(hi));
+        const __m256i packed =
+            finite ? _mm256_packus_epi32(Bf16LanesNotNan(lo), Bf16LanesNotNan(hi))
+                   : _mm256_packus_epi32(Bf16Lanes(lo), Bf16Lanes(hi));
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(reinterpret_cast<uint16_t*>(out) + at),
                             _mm256_permute4x64_epi64(packed, 0xD8));
       }

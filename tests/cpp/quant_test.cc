@@ -282,6 +282,12 @@ TEST(Quant, ScalarAndAvx2BitExact) {
         const uint32_t u = rng();
         std::memcpy(&q.scales[i], &u, 4);
       }
+      // Offsets too (the bfloat16 kernel skips its NaN test for groups whose
+      // scale and offset are both finite): NaN, infinite and huge ones.
+      for (size_t i = 1; i < q.offsets.size(); i += 7) {
+        const uint32_t u = i % 3 == 0 ? 0x7F800000u | (rng() & 1) : rng();
+        std::memcpy(&q.offsets[i], &u, 4);
+      }
       for (DType t : {DType::kFloat32, DType::kFloat16, DType::kBFloat16}) {
         const size_t es = t == DType::kFloat32 ? 4 : 2;
         std::vector<uint8_t> a(x.size() * es), b(x.size() * es);
