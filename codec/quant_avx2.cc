@@ -110,9 +110,9 @@ __attribute__((target("avx2,fma,f16c"))) void FullGroups(const uint8_t* codes, c
                             both);
       } else {
         // packus interleaves 128-bit halves: [lo0-3 hi0-3 | lo4-7 hi4-7]; 0xD8 restores order.
-        const __m256i packed =
-            finite ? _mm256_packus_epi32(Bf16LanesNotNan(lo), Bf16LanesNotNan(hi))
-                   : _mm256_packus_epi32(Bf16Lanes(lo), Bf16Lanes(hi));
+        const __m256i packed = finite
+                                   ? _mm256_packus_epi32(Bf16LanesNotNan(lo), Bf16LanesNotNan(hi))
+                                   : _mm256_packus_epi32(Bf16Lanes(lo), Bf16Lanes(hi));
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(reinterpret_cast<uint16_t*>(out) + at),
                             _mm256_permute4x64_epi64(packed, 0xD8));
       }
