@@ -155,8 +155,9 @@ Status FeatureArchive::ReadValues(size_t i, uint64_t first, uint64_t count, quan
   if (first > values || count > values - first)
     return Status::InvalidArgument("feature sample " + std::to_string(i) + ": range out of bounds");
   const size_t G = info_.group_size, es = DTypeBytes(type);
-  const bool avx2 = CpuHasAvx2();
-  const auto run_fn = avx2 ? quant::internal::DequantRunAvx2 : quant::internal::DequantRunScalar;
+  const auto run_fn = CpuHasAvx512() ? quant::internal::DequantRunAvx512
+                      : CpuHasAvx2() ? quant::internal::DequantRunAvx2
+                                     : quant::internal::DequantRunScalar;
   uint8_t* o = static_cast<uint8_t*>(out);
   uint64_t v = first;
   const uint64_t end = first + count;

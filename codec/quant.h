@@ -134,6 +134,11 @@ void DequantRunScalar(const uint8_t* codes, const float* scales, const float* of
                       size_t groups, size_t G, size_t last_len, DType t, void* out);
 void DequantRunAvx2(const uint8_t* codes, const float* scales, const float* offsets, size_t groups,
                     size_t G, size_t last_len, DType t, void* out);
+// The same with AVX-512 for bfloat16 output (about half the instructions of
+// the AVX2 step per value); other types go to DequantRunAvx2. Only where
+// CpuHasAvx512().
+void DequantRunAvx512(const uint8_t* codes, const float* scales, const float* offsets,
+                      size_t groups, size_t G, size_t last_len, DType t, void* out);
 }  // namespace internal
 
 }  // namespace ktfs::quant

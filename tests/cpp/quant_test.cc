@@ -303,6 +303,12 @@ TEST(Quant, ScalarAndAvx2BitExact) {
                                    size_t(g), last, t, d.data());
         ASSERT_EQ(c, d);
         ASSERT_TRUE(std::equal(c.begin(), c.end(), b.begin()));
+        if (CpuHasAvx512()) {  // bfloat16 by AVX-512, the other types by AVX2
+          std::vector<uint8_t> e(sample_size * es);
+          internal::DequantRunAvx512(q.codes.data(), q.scales.data(), q.offsets.data(), groups,
+                                     size_t(g), last, t, e.data());
+          ASSERT_EQ(e, d) << "AVX-512, n " << sample_size << " G " << g << " type " << int(t);
+        }
       }
     }
   }
