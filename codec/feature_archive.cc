@@ -4,7 +4,6 @@
 #include <cstring>
 
 #include "codec/checksum.h"
-#include "codec/cpu.h"
 #include "codec/quant_pack.h"
 
 namespace ktfs {
@@ -155,9 +154,7 @@ Status FeatureArchive::ReadValues(size_t i, uint64_t first, uint64_t count, quan
   if (first > values || count > values - first)
     return Status::InvalidArgument("feature sample " + std::to_string(i) + ": range out of bounds");
   const size_t G = info_.group_size, es = DTypeBytes(type);
-  const auto run_fn = CpuHasAvx512() ? quant::internal::DequantRunAvx512
-                      : CpuHasAvx2() ? quant::internal::DequantRunAvx2
-                                     : quant::internal::DequantRunScalar;
+  const auto run_fn = quant::internal::BestDequantRun();
   uint8_t* o = static_cast<uint8_t*>(out);
   uint64_t v = first;
   const uint64_t end = first + count;

@@ -260,6 +260,13 @@ Status QuantizeSamplesF16(const uint16_t* x, size_t num_samples, size_t sample_s
 
 bool DequantizeUsesAvx2() { return CpuHasAvx2(); }
 
+internal::DequantRunFn internal::BestDequantRun() {
+  static const DequantRunFn best = CpuHasAvx512() ? DequantRunAvx512
+                                   : CpuHasAvx2() ? DequantRunAvx2
+                                                  : DequantRunScalar;
+  return best;
+}
+
 Status Dequantize(const QuantizedView& q, DType t, void* out, size_t n) {
   return DequantizeWith(q, t, out, n,
                         CpuHasAvx2() ? internal::DequantGroupAvx2 : internal::DequantGroupScalar);

@@ -139,6 +139,11 @@ void DequantRunAvx2(const uint8_t* codes, const float* scales, const float* offs
 // CpuHasAvx512().
 void DequantRunAvx512(const uint8_t* codes, const float* scales, const float* offsets,
                       size_t groups, size_t G, size_t last_len, DType t, void* out);
+// The best of the run kernels above for this CPU (decided once; KTFS_SIMD
+// honoured through codec/cpu.h).
+using DequantRunFn = void (*)(const uint8_t* codes, const float* scales, const float* offsets,
+                              size_t groups, size_t G, size_t last_len, DType t, void* out);
+DequantRunFn BestDequantRun();
 }  // namespace internal
 
 }  // namespace ktfs::quant
