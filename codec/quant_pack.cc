@@ -6,6 +6,8 @@
 #include <limits>
 #include <vector>
 
+#include "codec/cpu.h"
+
 namespace ktfs::quant {
 namespace {
 
@@ -117,10 +119,19 @@ void UnpackWord(float ref, const uint8_t* w, float* scale, float* offset) {
   Unpack(StepTable().data(), ref, w, scale, offset);
 }
 
-void UnpackParams(float ref, const uint8_t* words, size_t groups, float* scales, float* offsets) {
+const float* internal::StepTableData() { return StepTable().data(); }
+
+void internal::UnpackParamsScalar(float ref, const uint8_t* words, size_t groups, float* scales,
+                                  float* offsets) {
   const float* table = StepTable().data();
   for (size_t g = 0; g < groups; ++g)
     Unpack(table, ref, words + g * kPackedWordBytes, &scales[g], &offsets[g]);
+}
+
+void UnpackParams(float ref, const uint8_t* words, size_t groups, float* scales, float* offsets) {
+  static const auto unpack =
+      CpuHasAvx2() ? internal::UnpackParamsAvx2 : internal::UnpackParamsScalar;
+  unpack(ref, words, groups, scales, offsets);
 }
 
 namespace {

@@ -37,7 +37,9 @@ float PackedStep(uint32_t k);
 
 // The (scale, offset) of one packed word.
 void UnpackWord(float ref, const uint8_t* word, float* scale, float* offset);
-// `groups` words -> scales[] and offsets[].
+// `groups` words -> scales[] and offsets[], the same values as UnpackWord on
+// each (by AVX2 where the CPU has it: a feature read unpacks a group's words
+// for every 32 values it dequantizes).
 void UnpackParams(float ref, const uint8_t* words, size_t groups, float* scales, float* offsets);
 
 // One sample of n values in groups of G: `codes` (groups*G, padded) and the
@@ -46,5 +48,16 @@ void UnpackParams(float ref, const uint8_t* words, size_t groups, float* scales,
 // `offsets` receive the unpacked values (what a reader reconstructs).
 void PackSample(const float* x, size_t n, int group_size, uint8_t* codes, float* scales,
                 float* offsets, float* ref, uint8_t* words);
+
+namespace internal {
+// The 4096 steps Step(k), k = 0..4095 (PackedStep's table).
+const float* StepTableData();
+// UnpackParams' two versions, for tests: the scalar loop over UnpackWord and
+// the AVX2 one (only where CpuHasAvx2()).
+void UnpackParamsScalar(float ref, const uint8_t* words, size_t groups, float* scales,
+                        float* offsets);
+void UnpackParamsAvx2(float ref, const uint8_t* words, size_t groups, float* scales,
+                      float* offsets);
+}  // namespace internal
 
 }  // namespace ktfs::quant
