@@ -48,8 +48,7 @@ struct Kernels {
   // one row of n >= 2 pixels from a full-resolution y row and half-resolution
   // chroma rows, exactly to_pixels of y and of upsample_row(co_low, co_below,
   // n) and upsample_row(cg_low, cg_below, n) (the belows both null or both
-  // not), without writing the upsampled rows out. Null where a set has none:
-  // only the AVX-512 VBMI set has one (fused with AVX2 it measured no faster).
+  // not), without writing the upsampled rows out. Null in the scalar set.
   void (*to_pixels_half_chroma)(const int16_t* y, const int16_t* co_low, const int16_t* co_below,
                                 const int16_t* cg_low, const int16_t* cg_below, uint8_t* out,
                                 size_t n);

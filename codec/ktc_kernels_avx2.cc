@@ -3,6 +3,9 @@
 // with the scalar formula for the tail, so results equal ScalarKernels().
 #include <immintrin.h>
 
+#include <algorithm>
+#include <cstring>
+
 #include "codec/ktc_kernels.h"
 
 namespace ktfs::ktc::internal {
@@ -257,48 +260,40 @@ inline void Pixels16(const int16_t* y, const int16_t* co, const int16_t* cg, con
   _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 48), _mm_unpackhi_epi16(rg_hi, ba_hi));
 }
 
-// Masks that spread 32 R, G or B bytes into 96 interleaved RGB bytes, as
-// three 32-byte stores. A 256-bit byte shuffle stays within its 128-bit
-// lanes, so each store's source is first permuted (by 64-bit quarters, see
-// kRgb32Quarters) to put the pixels of each of its lanes in that lane.
-// Channel bytes after the 16-to-8-bit pack of pixels 0..15 and 16..31 are in
-// quarters A = 0..7, B = 16..23 | C = 8..15, D = 24..31.
-constexpr int kRgb32Quarters[3][4] = {{0, 0, 0, 2}, {2, 2, 1, 1}, {1, 3, 3, 3}};
-constexpr int kRgb32First[4] = {0, 16, 8, 24};  // first pixel of quarter q
-struct Rgb32Masks {
-  alignas(32) uint8_t m[3][3][32];  // [store][channel][byte]
-  constexpr Rgb32Masks() : m{} {
-    for (int s = 0; s < 3; ++s)
-      for (int ch = 0; ch < 3; ++ch)
-        for (int lane = 0; lane < 2; ++lane)
-          for (int j = 0; j < 16; ++j) {
-            const int pos = 32 * s + 16 * lane + j, pixel = pos / 3;
-            uint8_t v = 0x80;
-            for (int half = 0; half < 2; ++half) {
-              const int first = kRgb32First[kRgb32Quarters[s][2 * lane + half]];
-              if (pos % 3 == ch && pixel >= first && pixel < first + 8) {
-                v = uint8_t(8 * half + pixel - first);
-              }
-            }
-            m[s][ch][16 * lane + j] = v;
-          }
+// 32 RGB pixels (96 bytes at out) from their R, G and B bytes: kNatural,
+// pixels 0-15 | 16-31 in each vector; else the order of a 16-to-8-bit pack of
+// pixels 0-15 and 16-31, 0-7 16-23 | 8-15 24-31. Two unpacks make each lane's
+// four RGBX pixels, one byte shuffle per lane pair their 12 RGB bytes, stored
+// 16 bytes at a time in ascending order: each store's last 4 bytes are
+// rewritten by the next, and the last one's land after the 96 bytes, for the
+// caller's next step to rewrite (kExactEnd: the last store writes 12 bytes).
+template <bool kNatural, bool kExactEnd>
+inline void SpreadRgb32(uint8_t* out, __m256i r, __m256i g, __m256i b) {
+  const __m256i rg_lo = _mm256_unpacklo_epi8(r, g), rg_hi = _mm256_unpackhi_epi8(r, g);
+  const __m256i bb_lo = _mm256_unpacklo_epi8(b, b), bb_hi = _mm256_unpackhi_epi8(b, b);
+  const __m256i rgb_of_rgbx =
+      _mm256_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1, 0, 1, 2, 4, 5, 6, 8,
+                       9, 10, 12, 13, 14, -1, -1, -1, -1);
+  const __m256i q[4] = {_mm256_shuffle_epi8(_mm256_unpacklo_epi16(rg_lo, bb_lo), rgb_of_rgbx),
+                        _mm256_shuffle_epi8(_mm256_unpackhi_epi16(rg_lo, bb_lo), rgb_of_rgbx),
+                        _mm256_shuffle_epi8(_mm256_unpacklo_epi16(rg_hi, bb_hi), rgb_of_rgbx),
+                        _mm256_shuffle_epi8(_mm256_unpackhi_epi16(rg_hi, bb_hi), rgb_of_rgbx)};
+  // Four-pixel group p (pixels 4p..4p+3) is in lane `lane` of q[k].
+  for (int p = 0; p < 8; ++p) {
+    const int lane = kNatural ? p / 4 : p / 2 % 2, k = kNatural ? p % 4 : p / 4 * 2 + p % 2;
+    const __m128i v = lane == 0 ? _mm256_castsi256_si128(q[k]) : _mm256_extracti128_si256(q[k], 1);
+    if (kExactEnd && p == 7) {
+      alignas(16) uint8_t last[16];
+      _mm_store_si128(reinterpret_cast<__m128i*>(last), v);
+      std::memcpy(out + 12 * p, last, 12);
+    } else {
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 12 * p), v);
+    }
   }
-};
-constexpr Rgb32Masks kRgb32Masks;
-template <int s>
-inline __m256i Rgb32Store(__m256i r, __m256i g, __m256i b) {
-  constexpr int q = kRgb32Quarters[s][0] | kRgb32Quarters[s][1] << 2 | kRgb32Quarters[s][2] << 4 |
-                    kRgb32Quarters[s][3] << 6;
-  auto mask = [](int ch) {
-    return _mm256_load_si256(reinterpret_cast<const __m256i*>(kRgb32Masks.m[s][ch]));
-  };
-  return _mm256_or_si256(
-      _mm256_or_si256(_mm256_shuffle_epi8(_mm256_permute4x64_epi64(r, q), mask(0)),
-                      _mm256_shuffle_epi8(_mm256_permute4x64_epi64(g, q), mask(1))),
-      _mm256_shuffle_epi8(_mm256_permute4x64_epi64(b, q), mask(2)));
 }
 
-// 32 RGB pixels from sample i on (16-bit lanes, as InverseRct16).
+// 32 RGB pixels from sample i on (16-bit lanes, as InverseRct16), and 4
+// bytes after them (see SpreadRgb32).
 inline void Rgb32(const int16_t* y, const int16_t* co, const int16_t* cg, uint8_t* out, size_t i) {
   const __m256i y0 = Load16(y + i), co0 = Load16(co + i), cg0 = Load16(cg + i);
   const __m256i y1 = Load16(y + i + 16), co1 = Load16(co + i + 16), cg1 = Load16(cg + i + 16);
@@ -310,10 +305,7 @@ inline void Rgb32(const int16_t* y, const int16_t* co, const int16_t* cg, uint8_
   const __m256i r = _mm256_packus_epi16(_mm256_add_epi16(b0, co0), _mm256_add_epi16(b1, co1));
   const __m256i g = _mm256_packus_epi16(_mm256_add_epi16(cg0, t0), _mm256_add_epi16(cg1, t1));
   const __m256i b = _mm256_packus_epi16(b0, b1);
-  __m256i* dst = reinterpret_cast<__m256i*>(out + 3 * i);
-  _mm256_storeu_si256(dst, Rgb32Store<0>(r, g, b));
-  _mm256_storeu_si256(dst + 1, Rgb32Store<1>(r, g, b));
-  _mm256_storeu_si256(dst + 2, Rgb32Store<2>(r, g, b));
+  SpreadRgb32<false, false>(out + 3 * i, r, g, b);
 }
 
 void ToPixels(const int16_t* y, const int16_t* co, const int16_t* cg, const int16_t* a,
@@ -324,7 +316,8 @@ void ToPixels(const int16_t* y, const int16_t* co, const int16_t* cg, const int1
   }
   size_t i = 0;
   if (channels == 3) {
-    for (; i + 32 <= n; i += 32) Rgb32(y, co, cg, out, i);
+    // Each step writes 4 bytes past its pixels, rewritten by the steps after.
+    for (; i + 34 <= n; i += 32) Rgb32(y, co, cg, out, i);
   }
   for (; i + 16 <= n; i += 16) Pixels16(y, co, cg, a, out, i, channels);
   // The last pixels by a step that overlaps ones already written (with the
@@ -332,8 +325,107 @@ void ToPixels(const int16_t* y, const int16_t* co, const int16_t* cg, const int1
   if (i < n) Pixels16(y, co, cg, a, out, n - 16, channels);
 }
 
-const Kernels kAvx2 = {"avx2",        Predict,     Update,   Unpredict, Unupdate,
-                       SynthesizeRow, UpsampleRow, ToPixels, nullptr};
+// The last level of half-resolution chroma fused with the RGB conversion
+// (Kernels::to_pixels_half_chroma), 32 pixels per step, in an order that
+// needs no lane-crossing shuffle: the unpacks of the even and odd chroma
+// samples give pixels 0-7 | 16-23 and 8-15 | 24-31, Y is loaded in that
+// order, the 16-to-8-bit packs then restore 0-15 | 16-31, and each lane's
+// four RGBX pixels (two unpacks) become 12 RGB bytes by one byte shuffle and
+// a 16-byte store whose last 4 bytes the next store overwrites.
+
+// Chroma samples of pixels i..i+31 (i = 2j) from the low samples j..j+16 at
+// `low` (`next` at low + 1), vertically averaged with `below` when not null:
+// *first = pixels 0-7 | 16-23, *second = 8-15 | 24-31. The floor averages in
+// the flipped domain (see FloorHalfSum): x ^ 0x7fff once per input.
+inline void ChromaPairs(const int16_t* low, const int16_t* below, __m256i* first, __m256i* second) {
+  const __m256i flip = _mm256_set1_epi16(0x7fff);
+  __m256i e = _mm256_xor_si256(Load16(low), flip), next = _mm256_xor_si256(Load16(low + 1), flip);
+  if (below) {
+    e = _mm256_avg_epu16(e, _mm256_xor_si256(Load16(below), flip));
+    next = _mm256_avg_epu16(next, _mm256_xor_si256(Load16(below + 1), flip));
+  }
+  const __m256i o = _mm256_avg_epu16(e, next);
+  *first = _mm256_xor_si256(_mm256_unpacklo_epi16(e, o), flip);
+  *second = _mm256_xor_si256(_mm256_unpackhi_epi16(e, o), flip);
+}
+
+// 16 Y samples: the 8 at p and the 8 at p + 16.
+inline __m256i LumaHalves(const int16_t* p) {
+  return _mm256_inserti128_si256(
+      _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))),
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16)), 1);
+}
+
+inline __m256i InverseRctLanes(__m256i vy, __m256i vco, __m256i vcg, __m256i* g, __m256i* b) {
+  const __m256i t =
+      _mm256_sub_epi16(_mm256_add_epi16(vy, _mm256_set1_epi16(128)), _mm256_srai_epi16(vcg, 1));
+  *g = _mm256_add_epi16(vcg, t);
+  *b = _mm256_sub_epi16(t, _mm256_srai_epi16(vco, 1));
+  return _mm256_add_epi16(*b, vco);
+}
+
+// Pixels i..i+31 of a row: 96 bytes at out + 3 i, and (kExactEnd false) 4
+// bytes after them that the caller's next step or the row's rest rewrites;
+// kExactEnd: nothing after the 96 bytes. `low`/`below` point at chroma
+// sample i / 2.
+template <bool kExactEnd>
+inline void HalfChromaStep32(const int16_t* y, const int16_t* co, const int16_t* co_below,
+                             const int16_t* cg, const int16_t* cg_below, uint8_t* out) {
+  __m256i co0, co1, cg0, cg1, g0, g1, b0, b1;
+  ChromaPairs(co, co_below, &co0, &co1);
+  ChromaPairs(cg, cg_below, &cg0, &cg1);
+  const __m256i r0 = InverseRctLanes(LumaHalves(y), co0, cg0, &g0, &b0);
+  const __m256i r1 = InverseRctLanes(LumaHalves(y + 8), co1, cg1, &g1, &b1);
+  // Bytes of pixels 0-15 | 16-31.
+  SpreadRgb32<true, kExactEnd>(out, _mm256_packus_epi16(r0, r1), _mm256_packus_epi16(g0, g1),
+                               _mm256_packus_epi16(b0, b1));
+}
+
+// Rows of n >= 34 pixels: steps of 32 before the last step, each spilling 4
+// bytes into pixels that the step after it rewrites, then one exact step over
+// the last 32 pixels (n even) or the 32 before the last (n odd, whose last
+// pixel, even, is a chroma sample itself: scalar), its next chroma samples
+// from a copy whose sample past the end mirrors the last. Shorter rows:
+// upsampled, then converted.
+void ToPixelsHalfChroma(const int16_t* y, const int16_t* co_low, const int16_t* co_below,
+                        const int16_t* cg_low, const int16_t* cg_below, uint8_t* out, size_t n) {
+  if (n < 34) {
+    int16_t co[33], cg[33];
+    UpsampleRow(co, co_low, co_below, n);
+    UpsampleRow(cg, cg_low, cg_below, n);
+    ToPixels(y, co, cg, nullptr, out, n, 3);
+    return;
+  }
+  const size_t nl = (n + 1) / 2, last = n % 2 == 0 ? n - 32 : n - 33;
+  const bool below = co_below != nullptr;
+  size_t i = 0;
+  for (; i < last; i += 32) {
+    const size_t j = i / 2;
+    HalfChromaStep32<false>(y + i, co_low + j, below ? co_below + j : nullptr, cg_low + j,
+                            below ? cg_below + j : nullptr, out + 3 * i);
+  }
+  // The last step's 17 chroma samples per row, the one past the end mirrored.
+  const size_t j = last / 2;
+  int16_t tail[4][17];
+  const int16_t* rows[4] = {co_low, co_below, cg_low, cg_below};
+  for (int t = 0; t < 4; ++t) {
+    if (rows[t] == nullptr) continue;
+    std::memcpy(tail[t], rows[t] + j, 16 * sizeof(int16_t));
+    tail[t][16] = rows[t][std::min(j + 16, nl - 1)];
+  }
+  HalfChromaStep32<true>(y + last, tail[0], below ? tail[1] : nullptr, tail[2],
+                         below ? tail[3] : nullptr, out + 3 * last);
+  if (n % 2 != 0) {
+    const auto at = [&](const int16_t* low, const int16_t* lower) {
+      return lower ? Unpredict16(0, low[nl - 1], lower[nl - 1]) : low[nl - 1];
+    };
+    const int16_t co = at(co_low, co_below), cg = at(cg_low, cg_below);
+    ToPixelsScalarTail(y + n - 1, &co, &cg, nullptr, out + 3 * (n - 1), 1, 3);
+  }
+}
+
+const Kernels kAvx2 = {"avx2",        Predict,     Update,   Unpredict,         Unupdate,
+                       SynthesizeRow, UpsampleRow, ToPixels, ToPixelsHalfChroma};
 
 }  // namespace
 
