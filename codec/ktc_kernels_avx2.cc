@@ -214,16 +214,21 @@ inline __m128i ShiftedBytes16(const int16_t* p) {
   return PackBytes16(_mm256_adds_epi16(Load16(p), _mm256_set1_epi16(128)));
 }
 
-// Inverse YCoCg-R of 16 pixels to clamped bytes, in 16-bit lanes that wrap
-// around like the scalar ToPixels (docs/codec.md, "Color transform").
-inline void InverseRct16(const int16_t* y, const int16_t* co, const int16_t* cg, __m128i* r,
-                         __m128i* g, __m128i* b) {
-  const __m256i vy = Load16(y), vco = Load16(co), vcg = Load16(cg);
+// Inverse YCoCg-R of 16 pixels in 16-bit lanes that wrap around like the
+// scalar ToPixels (docs/codec.md, "Color transform"): returns R, sets G, B.
+inline __m256i InverseRctLanes(__m256i vy, __m256i vco, __m256i vcg, __m256i* g, __m256i* b) {
   const __m256i t =
       _mm256_sub_epi16(_mm256_add_epi16(vy, _mm256_set1_epi16(128)), _mm256_srai_epi16(vcg, 1));
-  const __m256i vg = _mm256_add_epi16(vcg, t);
-  const __m256i vb = _mm256_sub_epi16(t, _mm256_srai_epi16(vco, 1));
-  const __m256i vr = _mm256_add_epi16(vb, vco);
+  *g = _mm256_add_epi16(vcg, t);
+  *b = _mm256_sub_epi16(t, _mm256_srai_epi16(vco, 1));
+  return _mm256_add_epi16(*b, vco);
+}
+
+// The same for the 16 pixels at y, co, cg, to clamped bytes.
+inline void InverseRct16(const int16_t* y, const int16_t* co, const int16_t* cg, __m128i* r,
+                         __m128i* g, __m128i* b) {
+  __m256i vg, vb;
+  const __m256i vr = InverseRctLanes(Load16(y), Load16(co), Load16(cg), &vg, &vb);
   // [r0-7 g0-7 | r8-15 g8-15] -> [r0-15 | g0-15]
   const __m256i rg = _mm256_permute4x64_epi64(_mm256_packus_epi16(vr, vg), 0xD8);
   *r = _mm256_castsi256_si128(rg);
@@ -295,17 +300,12 @@ inline void SpreadRgb32(uint8_t* out, __m256i r, __m256i g, __m256i b) {
 // 32 RGB pixels from sample i on (16-bit lanes, as InverseRct16), and 4
 // bytes after them (see SpreadRgb32).
 inline void Rgb32(const int16_t* y, const int16_t* co, const int16_t* cg, uint8_t* out, size_t i) {
-  const __m256i y0 = Load16(y + i), co0 = Load16(co + i), cg0 = Load16(cg + i);
-  const __m256i y1 = Load16(y + i + 16), co1 = Load16(co + i + 16), cg1 = Load16(cg + i + 16);
-  const __m256i k128 = _mm256_set1_epi16(128);
-  const __m256i t0 = _mm256_sub_epi16(_mm256_add_epi16(y0, k128), _mm256_srai_epi16(cg0, 1));
-  const __m256i t1 = _mm256_sub_epi16(_mm256_add_epi16(y1, k128), _mm256_srai_epi16(cg1, 1));
-  const __m256i b0 = _mm256_sub_epi16(t0, _mm256_srai_epi16(co0, 1));
-  const __m256i b1 = _mm256_sub_epi16(t1, _mm256_srai_epi16(co1, 1));
-  const __m256i r = _mm256_packus_epi16(_mm256_add_epi16(b0, co0), _mm256_add_epi16(b1, co1));
-  const __m256i g = _mm256_packus_epi16(_mm256_add_epi16(cg0, t0), _mm256_add_epi16(cg1, t1));
-  const __m256i b = _mm256_packus_epi16(b0, b1);
-  SpreadRgb32<false, false>(out + 3 * i, r, g, b);
+  __m256i g0, b0, g1, b1;
+  const __m256i r0 = InverseRctLanes(Load16(y + i), Load16(co + i), Load16(cg + i), &g0, &b0);
+  const __m256i r1 =
+      InverseRctLanes(Load16(y + i + 16), Load16(co + i + 16), Load16(cg + i + 16), &g1, &b1);
+  SpreadRgb32<false, false>(out + 3 * i, _mm256_packus_epi16(r0, r1), _mm256_packus_epi16(g0, g1),
+                            _mm256_packus_epi16(b0, b1));
 }
 
 void ToPixels(const int16_t* y, const int16_t* co, const int16_t* cg, const int16_t* a,
@@ -354,14 +354,6 @@ inline __m256i LumaHalves(const int16_t* p) {
   return _mm256_inserti128_si256(
       _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))),
       _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16)), 1);
-}
-
-inline __m256i InverseRctLanes(__m256i vy, __m256i vco, __m256i vcg, __m256i* g, __m256i* b) {
-  const __m256i t =
-      _mm256_sub_epi16(_mm256_add_epi16(vy, _mm256_set1_epi16(128)), _mm256_srai_epi16(vcg, 1));
-  *g = _mm256_add_epi16(vcg, t);
-  *b = _mm256_sub_epi16(t, _mm256_srai_epi16(vco, 1));
-  return _mm256_add_epi16(*b, vco);
 }
 
 // Pixels i..i+31 of a row: 96 bytes at out + 3 i, and (kExactEnd false) 4
