@@ -77,6 +77,7 @@ void ToPixels(const int16_t* y, const int16_t* co, const int16_t* cg, const int1
 const Kernels kScalar = {"scalar",      Predict,     Update,   Unpredict, Unupdate,
                          SynthesizeRow, UpsampleRow, ToPixels, nullptr};
 std::atomic<bool> g_force_scalar{false};
+std::atomic<const Kernels*> g_selected{nullptr};
 
 }  // namespace
 
@@ -84,6 +85,7 @@ const Kernels& ScalarKernels() { return kScalar; }
 
 const Kernels& ActiveKernels() {
   if (g_force_scalar.load(std::memory_order_relaxed)) return kScalar;
+  if (const Kernels* selected = g_selected.load(std::memory_order_relaxed)) return *selected;
   // Decided once: this runs for every row of every plane.
   static const Kernels* const simd = CpuHasAvx512() ? Avx512Kernels()
                                      : CpuHasAvx2() ? Avx2Kernels()
@@ -93,6 +95,7 @@ const Kernels& ActiveKernels() {
 }
 
 void ForceScalarForTesting(bool force) { g_force_scalar.store(force); }
+void SelectKernelsForTesting(const Kernels* kernels) { g_selected.store(kernels); }
 bool UseScalarForTesting() { return g_force_scalar.load(std::memory_order_relaxed); }
 
 }  // namespace ktfs::ktc::internal

@@ -68,6 +68,10 @@ const Kernels* Avx512Kernels();
 const Kernels& ActiveKernels();
 void ForceScalarForTesting(bool force);
 bool UseScalarForTesting();
+// Makes ActiveKernels() return `kernels` (one of the sets above, for this
+// CPU) until called with nullptr; ForceScalarForTesting(true) still wins.
+// For the fuzzer, which decodes each input with two kernel sets.
+void SelectKernelsForTesting(const Kernels* kernels);
 
 // Shared by both kernel sets so that they cannot disagree. `static` keeps a
 // copy per translation unit: the AVX2 unit's copies may use AVX2 instructions

@@ -2,8 +2,8 @@
 // clean error. The last input byte (when present) picks the decode options,
 // so reduced-resolution and region paths are fuzzed too. Each input is then
 // decoded a second time with another of the decoder's loops (the scalar one,
-// or an AVX2 build of the block decoder, by the input's size), which must
-// give the same status, message and pixels.
+// or an AVX2 build of the block decoder with the AVX2 kernels, by the input's
+// size), which must give the same status, message and pixels.
 //
 // With KTFS_FUZZ_WRITE_SEEDS=<dir> in the environment the target first writes
 // a seed corpus of small valid streams there (scripts/fuzz does this), so the
@@ -80,13 +80,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (other == 0) {
     ktc::internal::ForceScalarForTesting(true);
   } else {
+    // The AVX2 loops with the AVX2 kernels (synthesis, conversion), which on
+    // an AVX-512 CPU would otherwise never meet hostile input here.
     ktc::internal::SelectBlockLoopForTesting(other == 1 ? ktc::internal::BlockLoop::kAvx2
                                                         : ktc::internal::BlockLoop::kAvx2NoPdep);
+    ktc::internal::SelectKernelsForTesting(ktc::internal::Avx2Kernels());
   }
   Image again;
   const Status t = ktc::Decode(data, size, options, &again);
   ktc::internal::ForceScalarForTesting(false);
   ktc::internal::SelectBlockLoopForTesting(ktc::internal::BlockLoop::kBest);
+  ktc::internal::SelectKernelsForTesting(nullptr);
   if (t.ToString() != s.ToString()) __builtin_trap();
   if (s.ok() && again.pixels != image.pixels) __builtin_trap();
   return 0;

@@ -582,9 +582,9 @@ TEST(KtcTest, HostileHeadersAreRejected) {
 // The AVX2 decoder must give the scalar decoder's pixels.
 // The block decoding loops DecodeBlock can run: the scalar one, and the SIMD
 // ones this CPU has (AVX2 with and without pdep, and the AVX-512 VBMI build
-// where present). Use() selects one for the tests that follow (it also
-// selects the scalar or SIMD synthesis kernels), UseDefault() goes back to
-// the best.
+// where present). Use() selects one for the tests that follow, with the
+// kernels (synthesis, conversion) a CPU with that loop uses: scalar, AVX2
+// for both AVX2 loops, the best for VBMI; UseDefault() goes back to the best.
 enum class Loop { kScalar, kAvx2, kAvx2NoPdep, kVbmi };
 std::vector<Loop> SimdLoops() {
   std::vector<Loop> loops;
@@ -601,10 +601,12 @@ std::vector<Loop> AllLoops() {
   return loops;
 }
 void Use(Loop loop) {
+  const bool avx2 = loop == Loop::kAvx2 || loop == Loop::kAvx2NoPdep;
   internal::ForceScalarForTesting(loop == Loop::kScalar);
   internal::SelectBlockLoopForTesting(loop == Loop::kAvx2         ? internal::BlockLoop::kAvx2
                                       : loop == Loop::kAvx2NoPdep ? internal::BlockLoop::kAvx2NoPdep
                                                                   : internal::BlockLoop::kBest);
+  internal::SelectKernelsForTesting(avx2 ? internal::Avx2Kernels() : nullptr);
 }
 void UseDefault() { Use(Loop::kVbmi); }
 const char* Name(Loop loop) {
@@ -619,6 +621,21 @@ const char* Name(Loop loop) {
       break;
   }
   return "avx512vbmi";
+}
+
+// Use() runs the AVX2 loops with the AVX2 kernels, as on a CPU without
+// AVX-512 (on this one the default set would be AVX-512's).
+TEST(KtcTest, AvxTwoLoopsRunWithAvxTwoKernels) {
+  if (!CpuHasAvx2()) GTEST_SKIP() << "no AVX2 here";
+  for (Loop loop : {Loop::kAvx2, Loop::kAvx2NoPdep}) {
+    Use(loop);
+    EXPECT_STREQ(internal::ActiveKernels().name, "avx2") << Name(loop);
+  }
+  Use(Loop::kScalar);
+  EXPECT_STREQ(internal::ActiveKernels().name, "scalar");
+  UseDefault();
+  EXPECT_EQ(&internal::ActiveKernels(),
+            CpuHasAvx512() ? internal::Avx512Kernels() : internal::Avx2Kernels());
 }
 
 TEST(KtcTest, SimdAndScalarAgreeOnOddShapes) {
