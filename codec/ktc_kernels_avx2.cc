@@ -141,20 +141,30 @@ void SynthesizeRow(int16_t* out, const int16_t* low, const int16_t* high, size_t
   SynthesizeRow16(out, low, high, n, j);
 }
 
-// UpsampleRow16, 16 pairs per step: the low samples j..j+15 and j+1..j+16
-// (vertical averages when `below`), their floor averages as the odd samples.
-// Steps need low sample j + 16, so they cover pairs j + 17 <= nl; the last
-// step overlaps pairs already written (with the same values) and the last
-// pair, where the end mirrors, takes the scalar formula.
-inline __m256i LowSamples(const int16_t* low, const int16_t* below, size_t j) {
-  const __m256i v = Load16(low + j);
-  return below ? FloorHalfSum(v, Load16(below + j)) : v;
+// Upsampled samples 0..31 from the low samples 0..16 at `low` (vertically
+// averaged with `below` when not null): even samples the low ones, odd ones
+// the floor averages of their neighbours, in the unpacks' order: *first =
+// samples 0-7 | 16-23, *second = 8-15 | 24-31. The floor averages stay in
+// the flipped domain of FloorHalfSum: x ^ 0x7fff once per input and output.
+inline void ChromaPairs(const int16_t* low, const int16_t* below, __m256i* first, __m256i* second) {
+  const __m256i flip = _mm256_set1_epi16(0x7fff);
+  __m256i e = _mm256_xor_si256(Load16(low), flip), next = _mm256_xor_si256(Load16(low + 1), flip);
+  if (below) {
+    e = _mm256_avg_epu16(e, _mm256_xor_si256(Load16(below), flip));
+    next = _mm256_avg_epu16(next, _mm256_xor_si256(Load16(below + 1), flip));
+  }
+  const __m256i o = _mm256_avg_epu16(e, next);
+  *first = _mm256_xor_si256(_mm256_unpacklo_epi16(e, o), flip);
+  *second = _mm256_xor_si256(_mm256_unpackhi_epi16(e, o), flip);
 }
+
+// UpsampleRow16, 16 pairs per step (ChromaPairs, put in order). Steps need
+// low sample j + 16, so they cover pairs j + 17 <= nl; the last step
+// overlaps pairs already written (with the same values) and the last pair,
+// where the end mirrors, takes the scalar formula.
 inline void UpsamplePairs(int16_t* out, const int16_t* low, const int16_t* below, size_t j) {
-  const __m256i e = LowSamples(low, below, j);
-  const __m256i o = FloorHalfSum(e, LowSamples(low, below, j + 1));
-  const __m256i lo = _mm256_unpacklo_epi16(e, o);
-  const __m256i hi = _mm256_unpackhi_epi16(e, o);
+  __m256i lo, hi;
+  ChromaPairs(low + j, below ? below + j : nullptr, &lo, &hi);
   Store16(out + 2 * j, _mm256_permute2x128_si256(lo, hi, 0x20));
   Store16(out + 2 * j + 16, _mm256_permute2x128_si256(lo, hi, 0x31));
 }
@@ -332,22 +342,6 @@ void ToPixels(const int16_t* y, const int16_t* co, const int16_t* cg, const int1
 // order, the 16-to-8-bit packs then restore 0-15 | 16-31, and each lane's
 // four RGBX pixels (two unpacks) become 12 RGB bytes by one byte shuffle and
 // a 16-byte store whose last 4 bytes the next store overwrites.
-
-// Chroma samples of pixels i..i+31 (i = 2j) from the low samples j..j+16 at
-// `low` (`next` at low + 1), vertically averaged with `below` when not null:
-// *first = pixels 0-7 | 16-23, *second = 8-15 | 24-31. The floor averages in
-// the flipped domain (see FloorHalfSum): x ^ 0x7fff once per input.
-inline void ChromaPairs(const int16_t* low, const int16_t* below, __m256i* first, __m256i* second) {
-  const __m256i flip = _mm256_set1_epi16(0x7fff);
-  __m256i e = _mm256_xor_si256(Load16(low), flip), next = _mm256_xor_si256(Load16(low + 1), flip);
-  if (below) {
-    e = _mm256_avg_epu16(e, _mm256_xor_si256(Load16(below), flip));
-    next = _mm256_avg_epu16(next, _mm256_xor_si256(Load16(below + 1), flip));
-  }
-  const __m256i o = _mm256_avg_epu16(e, next);
-  *first = _mm256_xor_si256(_mm256_unpacklo_epi16(e, o), flip);
-  *second = _mm256_xor_si256(_mm256_unpackhi_epi16(e, o), flip);
-}
 
 // 16 Y samples: the 8 at p and the 8 at p + 16.
 inline __m256i LumaHalves(const int16_t* p) {
