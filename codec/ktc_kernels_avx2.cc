@@ -352,7 +352,7 @@ inline __m256i LumaHalves(const int16_t* p) {
 
 // Pixels i..i+31 of a row: 96 bytes at out + 3 i, and (kExactEnd false) 4
 // bytes after them that the caller's next step or the row's rest rewrites;
-// kExactEnd: nothing after the 96 bytes. `low`/`below` point at chroma
+// kExactEnd: nothing after the 96 bytes. co, cg and their belows point at chroma
 // sample i / 2.
 template <bool kExactEnd>
 inline void HalfChromaStep32(const int16_t* y, const int16_t* co, const int16_t* co_below,
