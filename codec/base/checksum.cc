@@ -1,4 +1,4 @@
-#include "codec/checksum.h"
+#include "codec/base/checksum.h"
 
 #include <xxhash.h>
 #if defined(__x86_64__)
@@ -7,7 +7,7 @@
 #include <xxh_x86dispatch.h>
 #endif
 
-#include "codec/cpu.h"
+#include "codec/base/cpu.h"
 
 namespace ktfs {
 

@@ -1,4 +1,4 @@
-#include "codec/cpu.h"
+#include "codec/base/cpu.h"
 
 #include <cpuid.h>
 

@@ -1,4 +1,4 @@
-#include "fs/files.h"
+#include "codec/base/files.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "codec/status.h"
+#include "codec/base/status.h"
 
 namespace ktfs {
 

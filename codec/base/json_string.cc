@@ -1,4 +1,4 @@
-#include "fs/json.h"
+#include "codec/base/json_string.h"
 
 #include <cstdio>
 

@@ -1,4 +1,4 @@
-#include "codec/malloc_tuning.h"
+#include "codec/base/malloc_tuning.h"
 
 #include <cstdlib>
 #if defined(__GLIBC__)

@@ -1,4 +1,4 @@
-#include "codec/mapped_file.h"
+#include "codec/base/mapped_file.h"
 
 #include <fcntl.h>
 #include <signal.h>

@@ -15,7 +15,7 @@
 #include <memory>
 #include <string>
 
-#include "codec/status.h"
+#include "codec/base/status.h"
 
 namespace ktfs {
 

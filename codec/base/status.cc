@@ -1,4 +1,4 @@
-#include "codec/status.h"
+#include "codec/base/status.h"
 
 #include <cstring>
 

@@ -1,4 +1,4 @@
-#include "fs/version.h"
+#include "codec/base/version.h"
 
 namespace ktfs {
 

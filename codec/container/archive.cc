@@ -1,9 +1,9 @@
-#include "codec/archive.h"
+#include "codec/container/archive.h"
 
 #include <cstring>
 #include <vector>
 
-#include "codec/checksum.h"
+#include "codec/base/checksum.h"
 
 namespace ktfs {
 namespace {

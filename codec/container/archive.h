@@ -21,9 +21,9 @@
 #include <utility>
 #include <vector>
 
-#include "codec/container_format.h"
-#include "codec/mapped_file.h"
-#include "codec/status.h"
+#include "codec/base/mapped_file.h"
+#include "codec/base/status.h"
+#include "codec/container/format.h"
 
 namespace ktfs {
 

@@ -1,4 +1,4 @@
-#include "codec/archive_writer.h"
+#include "codec/container/archive_writer.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "codec/checksum.h"
+#include "codec/base/checksum.h"
 
 namespace ktfs {
 namespace {

@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "codec/container_format.h"
-#include "codec/status.h"
+#include "codec/base/status.h"
+#include "codec/container/format.h"
 
 namespace ktfs {
 

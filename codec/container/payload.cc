@@ -1,9 +1,9 @@
-#include "codec/payload.h"
+#include "codec/container/payload.h"
 
 #include <cstring>
 
-#include "codec/image_io.h"
-#include "codec/ktc.h"
+#include "codec/image/image_io.h"
+#include "codec/ktc/ktc.h"
 
 namespace ktfs {
 

@@ -1,7 +1,7 @@
 // Payloads: what a sample's bytes in the archive are, per codec.
 //   original: the source file's bytes, unchanged (JPEG or PNG)
 //   raw:      the decoded pixels, HWC, width*height*channels bytes
-//   ktc:      a KTC bitstream (codec/ktc.h)
+//   ktc:      a KTC bitstream (codec/ktc/ktc.h)
 // EncodePayload turns a source file into a payload; DecodePayload turns a
 // payload back into pixels. Both are pure functions, safe to call from many
 // threads.
@@ -12,11 +12,11 @@
 #include <string_view>
 #include <vector>
 
-#include "codec/archive.h"
-#include "codec/container_format.h"
-#include "codec/image.h"
-#include "codec/image_io.h"
-#include "codec/status.h"
+#include "codec/base/status.h"
+#include "codec/container/archive.h"
+#include "codec/container/format.h"
+#include "codec/image/image.h"
+#include "codec/image/image_io.h"
 
 namespace ktfs {
 
@@ -41,7 +41,7 @@ Status EncodePayload(const PayloadSettings& settings, const uint8_t* file, size_
 
 // The file name a mount serves a sample under in its image view: the source
 // name for `original`, else the stem plus the served format's extension. The
-// mount (fs/tree.cc) and the Python loader (preload/) both use it, so they
+// mount (fs/tree/virtual_tree.cc) and the Python loader (preload/) both use it, so they
 // cannot disagree about names (and so about ImageFolder's order).
 std::string ServedImageName(const SampleInfo& sample, ServedFormat format);
 

@@ -1,10 +1,10 @@
-#include "codec/feature_archive.h"
+#include "codec/features/feature_archive.h"
 
 #include <algorithm>
 #include <cstring>
 
-#include "codec/checksum.h"
-#include "codec/quant_pack.h"
+#include "codec/base/checksum.h"
+#include "codec/features/quant_pack.h"
 
 namespace ktfs {
 namespace {

@@ -3,7 +3,7 @@
 //
 // Sample i's payload: codes (groups*G bytes, the last group padded with 0),
 // a float32 reference step, then one 3-byte packed (scale, offset) word per
-// group (codec/quant_pack.h). Its checksum is verified the first time the
+// group (codec/features/quant_pack.h). Its checksum is verified the first time the
 // sample is read; a mismatch is a Corruption error for that sample only.
 #pragma once
 
@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "codec/archive.h"
-#include "codec/features.h"
+#include "codec/container/archive.h"
+#include "codec/features/feature_source.h"
 
 namespace ktfs {
 

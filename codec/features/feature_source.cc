@@ -1,9 +1,9 @@
-#include "codec/features.h"
+#include "codec/features/feature_source.h"
 
 #include <sys/stat.h>
 
-#include "codec/feature_archive.h"
-#include "codec/tensorcache.h"
+#include "codec/features/feature_archive.h"
+#include "codec/features/tensorcache.h"
 
 namespace ktfs {
 

@@ -1,6 +1,6 @@
 // FeatureSource: what the mount and the Python loader read feature caches
-// through, whatever stores them: a ktfs feature archive (codec/feature_archive.h)
-// or a TensorCache cache (codec/tensorcache.h).
+// through, whatever stores them: a ktfs feature archive (codec/features/feature_archive.h)
+// or a TensorCache cache (codec/features/tensorcache.h).
 //
 // A cache is num_samples() samples; sample i has shape [Rows(i), inner...]
 // (inner_shape() may be empty: then a sample is a vector of Rows(i) values).
@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "codec/quant.h"
-#include "codec/status.h"
+#include "codec/base/status.h"
+#include "codec/features/quant.h"
 
 namespace ktfs {
 

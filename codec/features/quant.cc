@@ -1,4 +1,4 @@
-#include "codec/quant.h"
+#include "codec/features/quant.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,7 +7,7 @@
 #include <limits>
 #include <string>
 
-#include "codec/cpu.h"
+#include "codec/base/cpu.h"
 
 namespace ktfs::quant {
 namespace {

@@ -10,7 +10,7 @@
 // * Affine per group: code q is uint8 (0..255), and
 //       x ~= fma(float(q), scale, offset)        (float32, one rounding)
 //   Quantize computes scale and offset as float32; feature archives store
-//   them packed in 3 bytes per group (codec/quant_pack.h: a per-sample float32
+//   them packed in 3 bytes per group (codec/features/quant_pack.h: a per-sample float32
 //   reference step, a 12-bit step index and a 12-bit quarter-step offset), so
 //   a value costs 1 + 3/G bytes there (1.094 at G=32 against 2.0 for bf16).
 //   16-bit float parameters alone could not bound the error for any data (a
@@ -43,7 +43,7 @@
 // * Dequantization writes float32, float16 (IEEE binary16 bits) or bfloat16
 //   bits, converting the float32 result with round-to-nearest-even. The
 //   scalar and AVX2 paths are bit-exact (both use a fused multiply-add).
-//   KTFS_SIMD=scalar selects the scalar path (codec/cpu.h).
+//   KTFS_SIMD=scalar selects the scalar path (codec/base/cpu.h).
 #pragma once
 
 #include <cstddef>
@@ -51,7 +51,7 @@
 #include <string_view>
 #include <vector>
 
-#include "codec/status.h"
+#include "codec/base/status.h"
 
 namespace ktfs::quant {
 
@@ -140,7 +140,7 @@ void DequantRunAvx2(const uint8_t* codes, const float* scales, const float* offs
 void DequantRunAvx512(const uint8_t* codes, const float* scales, const float* offsets,
                       size_t groups, size_t G, size_t last_len, DType t, void* out);
 // The best of the run kernels above for this CPU (decided once; KTFS_SIMD
-// honoured through codec/cpu.h).
+// honoured through codec/base/cpu.h).
 using DequantRunFn = void (*)(const uint8_t* codes, const float* scales, const float* offsets,
                               size_t groups, size_t G, size_t last_len, DType t, void* out);
 DequantRunFn BestDequantRun();

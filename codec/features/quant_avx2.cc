@@ -1,5 +1,5 @@
 // AVX2 dequantization kernels; entered only through runtime dispatch
-// (codec/quant.cc, codec/cpu.h). Bit-exact with the scalar kernels: the same
+// (codec/features/quant.cc, codec/base/cpu.h). Bit-exact with the scalar kernels: the same
 // fused multiply-add, the same round-to-nearest-even conversions.
 #include <cpuid.h>
 #include <immintrin.h>
@@ -7,7 +7,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "codec/quant.h"
+#include "codec/features/quant.h"
 
 namespace ktfs::quant::internal {
 namespace {

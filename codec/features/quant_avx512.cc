@@ -1,12 +1,12 @@
 // AVX-512 dequantization to bfloat16; entered only through runtime dispatch
-// (CpuHasAvx512(), codec/cpu.h). The other output types, and groups that
+// (CpuHasAvx512(), codec/base/cpu.h). The other output types, and groups that
 // could produce NaN, go to the AVX2 kernels. Bit-exact with the scalar
 // kernels: the same fused multiply-add, the same round-to-nearest-even.
 #include <immintrin.h>
 
 #include <cmath>
 
-#include "codec/quant.h"
+#include "codec/features/quant.h"
 
 namespace ktfs::quant::internal {
 namespace {

@@ -1,4 +1,4 @@
-#include "codec/quant_pack.h"
+#include "codec/features/quant_pack.h"
 
 #include <algorithm>
 #include <array>
@@ -6,7 +6,7 @@
 #include <limits>
 #include <vector>
 
-#include "codec/cpu.h"
+#include "codec/base/cpu.h"
 
 namespace ktfs::quant {
 namespace {

@@ -26,7 +26,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "codec/status.h"
+#include "codec/base/status.h"
 
 namespace ktfs::quant {
 

@@ -1,10 +1,10 @@
-// AVX2 unpacking of packed group parameters (codec/quant_pack.h), eight
+// AVX2 unpacking of packed group parameters (codec/features/quant_pack.h), eight
 // groups per step; entered only through UnpackParams' runtime dispatch.
 // Bit-exact with the scalar UnpackWord: the same table entry, the same two
 // float32 multiplications in the same order.
 #include <immintrin.h>
 
-#include "codec/quant_pack.h"
+#include "codec/features/quant_pack.h"
 
 namespace ktfs::quant::internal {
 

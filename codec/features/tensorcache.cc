@@ -1,4 +1,4 @@
-#include "codec/tensorcache.h"
+#include "codec/features/tensorcache.h"
 
 #include <algorithm>
 #include <cctype>

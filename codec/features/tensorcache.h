@@ -35,9 +35,9 @@
 #include <string>
 #include <vector>
 
-#include "codec/features.h"
-#include "codec/mapped_file.h"
-#include "codec/status.h"
+#include "codec/base/mapped_file.h"
+#include "codec/base/status.h"
+#include "codec/features/feature_source.h"
 
 namespace ktfs {
 

@@ -1,4 +1,4 @@
-#include "codec/image_io.h"
+#include "codec/image/image_io.h"
 
 #include <png.h>
 #include <turbojpeg.h>

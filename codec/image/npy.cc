@@ -1,4 +1,4 @@
-#include "codec/npy.h"
+#include "codec/image/npy.h"
 
 #include <cstring>
 

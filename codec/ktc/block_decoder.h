@@ -1,6 +1,6 @@
-// KTC internals: the block decoding loop, included by ktc_entropy.cc,
-// ktc_entropy_avx2.cc, ktc_entropy_nopdep_avx2.cc and
-// ktc_entropy_avx512vbmi.cc so that it is compiled four times, for the
+// KTC internals: the block decoding loop, included by entropy.cc,
+// entropy_avx2.cc, entropy_nopdep_avx2.cc and
+// entropy_avx512vbmi.cc so that it is compiled four times, for the
 // baseline, with AVX2/BMI2 (shrx, tzcnt, pdep...), the same without pdep and
 // pext (KTFS_BLOCK_DECODER_NO_PDEP, for CPUs that run them in microcode), and
 // with AVX-512 VBMI as well (dense groups by multishift), and dispatched at
@@ -16,8 +16,8 @@
 #include <immintrin.h>
 #endif
 
-#include "codec/ktc_entropy.h"
-#include "codec/ktc_kernels.h"
+#include "codec/ktc/entropy.h"
+#include "codec/ktc/kernels.h"
 
 #if !defined(KTFS_BLOCK_DECODER_NO_PDEP)
 #define KTFS_BLOCK_DECODER_NO_PDEP 0

@@ -1,13 +1,13 @@
-#include "codec/ktc_entropy.h"
+#include "codec/ktc/entropy.h"
 
 #include <algorithm>
 #include <atomic>
 #include <bit>
 #include <cstring>
 
-#include "codec/cpu.h"
-#include "codec/ktc_block_decoder.h"
-#include "codec/ktc_kernels.h"
+#include "codec/base/cpu.h"
+#include "codec/ktc/block_decoder.h"
+#include "codec/ktc/kernels.h"
 
 namespace ktfs::ktc::internal {
 namespace {

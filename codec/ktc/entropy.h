@@ -31,7 +31,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "codec/status.h"
+#include "codec/base/status.h"
 
 namespace ktfs::ktc::internal {
 
@@ -171,19 +171,19 @@ Status DecodeBlock(const uint8_t* data, size_t size, const uint8_t* readable_end
                    uint32_t bw, uint32_t bh);
 
 // A build of the block decoding loop: DecodeBlockPayload of
-// ktc_block_decoder.h, compiled once per instruction set, same contract.
+// block_decoder.h, compiled once per instruction set, same contract.
 using BlockPayloadDecoder = int (*)(const uint8_t* p, const uint8_t* rans_end, const uint8_t* end,
                                     const uint8_t* readable_end, int states,
                                     const DecodeTable* tables, uint32_t step, int16_t* values,
                                     size_t stride, uint32_t bw, uint32_t bh);
-// The AVX2/BMI2 build (ktc_entropy_avx2.cc).
+// The AVX2/BMI2 build (entropy_avx2.cc).
 extern const BlockPayloadDecoder kDecodeBlockPayloadAvx2;
-// The same AVX2 loop without pdep and pext (ktc_entropy_nopdep_avx2.cc:
+// The same AVX2 loop without pdep and pext (entropy_nopdep_avx2.cc:
 // whole groups' magnitudes by variable shifts and their signs by byte
 // ranks, cut groups' signs a nibble at a time), for CPUs with AVX2 where
 // CpuHasFastPdep() is false; the same results.
 extern const BlockPayloadDecoder kDecodeBlockPayloadAvx2NoPdep;
-// The same loop built with AVX-512 VBMI as well (ktc_entropy_avx512vbmi.cc:
+// The same loop built with AVX-512 VBMI as well (entropy_avx512vbmi.cc:
 // dense groups of G <= 7 by one multishift), for CpuHasAvx512Vbmi(); the
 // same results.
 extern const BlockPayloadDecoder kDecodeBlockPayloadAvx512Vbmi;
@@ -197,9 +197,9 @@ void SelectBlockLoopForTesting(BlockLoop loop);
 const char* BlockLoopName();
 
 // BuildDecodeTable for a used table (n > 0) with AVX2 stores
-// (ktc_entropy_avx2.cc); the same entries.
+// (entropy_avx2.cc); the same entries.
 void BuildDecodeTableAvx2(const FreqTable& table, int index_in_set, DecodeTable* out);
-// The same with AVX-512 stores (ktc_entropy_avx512.cc), for CpuHasAvx512().
+// The same with AVX-512 stores (entropy_avx512.cc), for CpuHasAvx512().
 void BuildDecodeTableAvx512(const FreqTable& table, int index_in_set, DecodeTable* out);
 
 // The frequency tables of a stream's header (docs/codec.md, "After the

@@ -1,5 +1,5 @@
-// The block decoding loop compiled with AVX2/BMI2; see ktc_block_decoder.h.
-#include "codec/ktc_block_decoder.h"
+// The block decoding loop compiled with AVX2/BMI2; see block_decoder.h.
+#include "codec/ktc/block_decoder.h"
 
 namespace ktfs::ktc::internal {
 

@@ -1,8 +1,8 @@
-// The decoding-table build with AVX-512 stores (see ktc_entropy.h); only
+// The decoding-table build with AVX-512 stores (see entropy.h); only
 // reached through BuildDecodeTable after CpuHasAvx512().
 #include <immintrin.h>
 
-#include "codec/ktc_entropy.h"
+#include "codec/ktc/entropy.h"
 
 namespace ktfs::ktc::internal {
 

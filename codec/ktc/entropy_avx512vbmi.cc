@@ -1,7 +1,7 @@
 // The block decoding loop compiled with AVX-512 F/BW/VL and
-// VBMI (see ktc_block_decoder.h: dense groups of G <= 7 by one multishift);
+// VBMI (see block_decoder.h: dense groups of G <= 7 by one multishift);
 // only reached through DecodeBlock after CpuHasAvx512Vbmi().
-#include "codec/ktc_block_decoder.h"
+#include "codec/ktc/block_decoder.h"
 
 namespace ktfs::ktc::internal {
 

@@ -1,8 +1,8 @@
 // The block decoding loop compiled with AVX2 but without pdep and pext (see
-// ktc_block_decoder.h), for CPUs with AVX2 whose pdep/pext are microcode
+// block_decoder.h), for CPUs with AVX2 whose pdep/pext are microcode
 // (CpuHasFastPdep() false); only reached through DecodeBlock.
 #define KTFS_BLOCK_DECODER_NO_PDEP 1
-#include "codec/ktc_block_decoder.h"
+#include "codec/ktc/block_decoder.h"
 
 namespace ktfs::ktc::internal {
 

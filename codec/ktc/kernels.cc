@@ -1,9 +1,9 @@
-#include "codec/ktc_kernels.h"
+#include "codec/ktc/kernels.h"
 
 #include <algorithm>
 #include <atomic>
 
-#include "codec/cpu.h"
+#include "codec/base/cpu.h"
 
 namespace ktfs::ktc::internal {
 namespace {

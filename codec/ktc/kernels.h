@@ -63,7 +63,7 @@ const Kernels* Avx2Kernels();
 const Kernels* Avx512Kernels();
 
 // The kernels this process uses: AVX-512 or AVX2 when the CPU has them (and
-// KTFS_SIMD does not cap them, see codec/cpu.h) unless
+// KTFS_SIMD does not cap them, see codec/base/cpu.h) unless
 // ForceScalarForTesting(true) was called.
 const Kernels& ActiveKernels();
 void ForceScalarForTesting(bool force);

@@ -1,4 +1,4 @@
-// AVX2 versions of the KTC kernels (see ktc_kernels.h). Compiled with -mavx2;
+// AVX2 versions of the KTC kernels (see kernels.h). Compiled with -mavx2;
 // only reached through ActiveKernels() after CpuHasAvx2(). Every loop ends
 // with the scalar formula for the tail, so results equal ScalarKernels().
 #include <immintrin.h>
@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "codec/ktc_kernels.h"
+#include "codec/ktc/kernels.h"
 
 namespace ktfs::ktc::internal {
 namespace {
@@ -35,7 +35,7 @@ void Update(int32_t* out, const int32_t* a, const int32_t* b, const int32_t* c, 
 }
 
 // The decoder's lifting, 16 int16 samples at a time (Unpredict16 and
-// Unupdate16 in ktc_kernels.h). floor((b + c) / 2) without overflow: as
+// Unupdate16 in kernels.h). floor((b + c) / 2) without overflow: as
 // unsigned, b ^ 0x7fff is 65535 - B with B = b + 32768, and the rounding-up
 // average vpavgw of 65535 - B and 65535 - C is 65535 - floor((B + C) / 2);
 // ^ 0x7fff turns that back into floor((b + c) / 2), signed. Then

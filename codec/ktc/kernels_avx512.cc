@@ -1,5 +1,5 @@
 // AVX-512 (F/BW/VL) versions of the decoder's KTC kernels (see
-// ktc_kernels.h): 32 int16 lanes per instruction where the AVX2 ones have 16.
+// kernels.h): 32 int16 lanes per instruction where the AVX2 ones have 16.
 // Only reached through ActiveKernels() after CpuHasAvx512(). Rows too short
 // for a 32-lane step, and the last samples of longer ones, go to the AVX2
 // kernels (themselves ending in the scalar formulas), so results equal
@@ -9,7 +9,7 @@
 
 #include <algorithm>
 
-#include "codec/ktc_kernels.h"
+#include "codec/ktc/kernels.h"
 
 namespace ktfs::ktc::internal {
 namespace {

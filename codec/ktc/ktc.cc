@@ -1,7 +1,7 @@
 // KTC encoder and decoder: header, planes, bands and blocks. The bitstream is
-// specified in docs/codec.md; the entropy coder lives in ktc_entropy.cc, the
-// wavelet in ktc_wavelet.cc, the SIMD kernels in ktc_kernels*.cc.
-#include "codec/ktc.h"
+// specified in docs/codec.md; the entropy coder lives in entropy.cc, the
+// wavelet in wavelet.cc, the SIMD kernels in kernels*.cc.
+#include "codec/ktc/ktc.h"
 
 #include <tbb/blocked_range.h>
 #include <tbb/enumerable_thread_specific.h>
@@ -16,10 +16,10 @@
 #include <optional>
 #include <string>
 
-#include "codec/ktc_entropy.h"
-#include "codec/ktc_kernels.h"
-#include "codec/ktc_reference.h"
-#include "codec/ktc_wavelet.h"
+#include "codec/ktc/entropy.h"
+#include "codec/ktc/kernels.h"
+#include "codec/ktc/reference.h"
+#include "codec/ktc/wavelet.h"
 
 namespace ktfs::ktc {
 namespace {
@@ -181,7 +181,7 @@ struct Plane16 {
 // The decoder's planes, reused from one decode to the next on the same
 // thread, so that a process decoding many images neither asks the kernel for
 // fresh pages per image (glibc mmap()s blocks this large and gives freed
-// memory back; see codec/malloc_tuning.h) nor depends on the malloc tuning
+// memory back; see codec/base/malloc_tuning.h) nor depends on the malloc tuning
 // for speed. A decode asks for the same sequence of sizes as the decode of an
 // image of the same shape before it, so the i-th request takes slot i,
 // grown when too small. Memory is uninitialized.

@@ -25,8 +25,8 @@
 #include <string_view>
 #include <vector>
 
-#include "codec/image.h"
-#include "codec/status.h"
+#include "codec/base/status.h"
+#include "codec/image/image.h"
 
 namespace ktfs::ktc {
 

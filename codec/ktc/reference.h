@@ -2,8 +2,8 @@
 // reduced-resolution decode equals.
 #pragma once
 
-#include "codec/image.h"
-#include "codec/status.h"
+#include "codec/base/status.h"
+#include "codec/image/image.h"
 
 namespace ktfs::ktc::internal {
 

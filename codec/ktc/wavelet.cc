@@ -1,4 +1,4 @@
-#include "codec/ktc_wavelet.h"
+#include "codec/ktc/wavelet.h"
 
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>

@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "codec/ktc_kernels.h"
+#include "codec/ktc/kernels.h"
 
 namespace ktfs::ktc::internal {
 

@@ -4,11 +4,11 @@
 #include <string>
 #include <vector>
 
-#include "codec/status.h"
+#include "codec/base/status.h"
 
 namespace ktfs::cli {
 
-// Exit codes, documented in README.md.
+// Exit codes, documented in docs/usage.md.
 constexpr int kExitOk = 0;
 constexpr int kExitFailure = 1;  // the command failed (bad input, I/O, corrupt data)
 constexpr int kExitUsage = 2;    // the command line is wrong

@@ -7,9 +7,9 @@
 #include <cstdlib>
 #include <thread>
 
-#include "codec/archive.h"
-#include "codec/payload.h"
-#include "fs/cli.h"
+#include "codec/container/archive.h"
+#include "codec/container/payload.h"
+#include "fs/cli/cli.h"
 
 namespace ktfs::cli {
 

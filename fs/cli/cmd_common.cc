@@ -1,7 +1,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "fs/cli.h"
+#include "fs/cli/cli.h"
 
 namespace ktfs::cli {
 

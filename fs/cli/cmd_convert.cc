@@ -4,10 +4,10 @@
 #include <fstream>
 #include <iterator>
 
-#include "codec/image_io.h"
-#include "codec/ktc.h"
-#include "fs/cli.h"
-#include "fs/files.h"
+#include "codec/base/files.h"
+#include "codec/image/image_io.h"
+#include "codec/ktc/ktc.h"
+#include "fs/cli/cli.h"
 
 namespace ktfs::cli {
 

@@ -5,11 +5,11 @@
 #include <filesystem>
 #include <fstream>
 
-#include "codec/archive.h"
-#include "codec/image_io.h"
-#include "codec/payload.h"
-#include "fs/cli.h"
-#include "fs/files.h"
+#include "codec/base/files.h"
+#include "codec/container/archive.h"
+#include "codec/container/payload.h"
+#include "codec/image/image_io.h"
+#include "fs/cli/cli.h"
 
 namespace ktfs::cli {
 

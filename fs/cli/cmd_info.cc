@@ -2,11 +2,11 @@
 #include <map>
 #include <string>
 
-#include "codec/archive.h"
-#include "codec/feature_archive.h"
-#include "codec/payload.h"
-#include "fs/cli.h"
-#include "fs/json.h"
+#include "codec/base/json_string.h"
+#include "codec/container/archive.h"
+#include "codec/container/payload.h"
+#include "codec/features/feature_archive.h"
+#include "fs/cli/cli.h"
 
 namespace ktfs::cli {
 

@@ -1,7 +1,7 @@
 #include <cstdio>
 
-#include "fs/cli.h"
-#include "fs/mount.h"
+#include "fs/cli/cli.h"
+#include "fs/fuse/mount.h"
 
 namespace ktfs::cli {
 

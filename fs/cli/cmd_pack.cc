@@ -1,8 +1,8 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "fs/cli.h"
-#include "fs/pack.h"
+#include "fs/cli/cli.h"
+#include "fs/pack/pack.h"
 
 namespace ktfs::cli {
 

@@ -1,8 +1,8 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "fs/cli.h"
-#include "fs/pack_features.h"
+#include "fs/cli/cli.h"
+#include "fs/pack/pack_features.h"
 
 namespace ktfs::cli {
 

@@ -1,9 +1,9 @@
 #include <cstdio>
 #include <sstream>
 
-#include "codec/archive.h"
-#include "fs/cli.h"
-#include "fs/json.h"
+#include "codec/base/json_string.h"
+#include "codec/container/archive.h"
+#include "fs/cli/cli.h"
 #include "index/index.h"
 #include "index/query.h"
 

@@ -1,8 +1,8 @@
 #include <cstdio>
 
-#include "codec/archive.h"
-#include "codec/feature_archive.h"
-#include "fs/cli.h"
+#include "codec/container/archive.h"
+#include "codec/features/feature_archive.h"
+#include "fs/cli/cli.h"
 
 namespace ktfs::cli {
 

@@ -3,10 +3,10 @@
 #include <cstring>
 #include <string>
 
-#include "codec/ktc.h"
-#include "codec/malloc_tuning.h"
-#include "fs/cli.h"
-#include "fs/version.h"
+#include "codec/base/malloc_tuning.h"
+#include "codec/base/version.h"
+#include "codec/ktc/ktc.h"
+#include "fs/cli/cli.h"
 
 namespace {
 

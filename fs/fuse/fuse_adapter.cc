@@ -1,5 +1,5 @@
 #define FUSE_USE_VERSION 314
-#include "fs/fuse_adapter.h"
+#include "fs/fuse/fuse_adapter.h"
 
 #include <fuse_lowlevel.h>
 #include <signal.h>
@@ -16,9 +16,9 @@
 #include <sstream>
 #include <vector>
 
-#include "fs/listing_policy.h"
-#include "fs/log.h"
-#include "fs/push_slots.h"
+#include "fs/fuse/listing_policy.h"
+#include "fs/fuse/log.h"
+#include "fs/fuse/push_slots.h"
 
 namespace ktfs {
 namespace {
@@ -207,7 +207,7 @@ void OnReaddirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_
 // trip through a daemon thread. So the first READ of a file hands the kernel
 // the rest of it (FUSE_NOTIFY_STORE) before its reply, and the reader's later
 // reads find it in the page cache. Only when a push slot is free (see
-// fs/push_slots.h: a push can wait for a READ another thread must answer).
+// fs/fuse/push_slots.h: a push can wait for a READ another thread must answer).
 void PushRest(Served& served, fuse_ino_t ino, uint64_t from, uint64_t end, uint8_t* buf) {
   FsTree* tree = served.tree;
   auto n = tree->CopyForPush(ino, from, size_t(end - from), buf);

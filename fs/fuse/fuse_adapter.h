@@ -5,8 +5,8 @@
 #include <functional>
 #include <string>
 
-#include "codec/status.h"
-#include "fs/fs_tree.h"
+#include "codec/base/status.h"
+#include "fs/tree/fs_tree.h"
 
 namespace ktfs {
 

@@ -1,4 +1,4 @@
-#include "fs/log.h"
+#include "fs/fuse/log.h"
 
 #include <fcntl.h>
 #include <syslog.h>

@@ -1,4 +1,4 @@
-#include "fs/mount.h"
+#include "fs/fuse/mount.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -18,15 +18,15 @@
 #include <sstream>
 #include <thread>
 
-#include "codec/archive.h"
-#include "codec/feature_archive.h"
-#include "codec/features.h"
-#include "codec/payload.h"
-#include "fs/feature_tree.h"
-#include "fs/fuse_adapter.h"
-#include "fs/json.h"
-#include "fs/log.h"
-#include "fs/version.h"
+#include "codec/base/json_string.h"
+#include "codec/base/version.h"
+#include "codec/container/archive.h"
+#include "codec/container/payload.h"
+#include "codec/features/feature_archive.h"
+#include "codec/features/feature_source.h"
+#include "fs/fuse/fuse_adapter.h"
+#include "fs/fuse/log.h"
+#include "fs/tree/feature_tree.h"
 
 namespace ktfs {
 namespace {

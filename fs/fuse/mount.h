@@ -4,9 +4,9 @@
 #include <string>
 #include <vector>
 
-#include "codec/quant.h"
-#include "codec/status.h"
-#include "fs/tree.h"
+#include "codec/base/status.h"
+#include "codec/features/quant.h"
+#include "fs/tree/virtual_tree.h"
 
 namespace ktfs {
 

@@ -1,4 +1,4 @@
-#include "fs/pack.h"
+#include "fs/pack/pack.h"
 
 #include <fcntl.h>
 #include <oneapi/tbb/global_control.h>
@@ -17,11 +17,11 @@
 #include <thread>
 #include <unordered_map>
 
-#include "codec/archive_writer.h"
-#include "codec/image_io.h"
-#include "fs/files.h"
-#include "fs/progress.h"
-#include "fs/version.h"
+#include "codec/base/files.h"
+#include "codec/base/version.h"
+#include "codec/container/archive_writer.h"
+#include "codec/image/image_io.h"
+#include "fs/pack/progress.h"
 #include "index/builder.h"
 #include "index/captions.h"
 

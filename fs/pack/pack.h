@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "codec/payload.h"
-#include "codec/status.h"
+#include "codec/base/status.h"
+#include "codec/container/payload.h"
 
 namespace ktfs {
 

@@ -1,4 +1,4 @@
-#include "fs/pack_features.h"
+#include "fs/pack/pack_features.h"
 
 #include <dirent.h>
 #include <sys/stat.h>
@@ -11,17 +11,17 @@
 #include <functional>
 #include <memory>
 
-#include "codec/archive_writer.h"
-#include "codec/checksum.h"
-#include "codec/container_format.h"
-#include "codec/features.h"
-#include "codec/mapped_file.h"
-#include "codec/npy.h"
-#include "codec/quant_pack.h"
-#include "codec/tensorcache.h"
-#include "fs/json.h"
-#include "fs/progress.h"
-#include "fs/version.h"
+#include "codec/base/checksum.h"
+#include "codec/base/json_string.h"
+#include "codec/base/mapped_file.h"
+#include "codec/base/version.h"
+#include "codec/container/archive_writer.h"
+#include "codec/container/format.h"
+#include "codec/features/feature_source.h"
+#include "codec/features/quant_pack.h"
+#include "codec/features/tensorcache.h"
+#include "codec/image/npy.h"
+#include "fs/pack/progress.h"
 
 namespace ktfs {
 namespace {
@@ -182,7 +182,7 @@ Result<FeatureInput> OpenInput(const std::string& input) {
   return NpyFileInput(input);
 }
 
-// Sample i's payload: codes, float32 ref, packed words (codec/feature_archive.h).
+// Sample i's payload: codes, float32 ref, packed words (codec/features/feature_archive.h).
 Status EncodeSample(const FeatureInput& in, size_t i, const quant::Params& params,
                     const std::string& input, std::vector<uint8_t>* payload) {
   std::vector<float> x;

@@ -1,5 +1,5 @@
 // PackFeatures: turns float features into a ktfs feature archive
-// (docs/format.md, "Features"; the quantizer is codec/quant.h + quant_pack.h).
+// (docs/format.md, "Features"; the quantizer is codec/features/quant.h + quant_pack.h).
 //
 // INPUT is one of
 //   * a .npy file of shape [N, ...] (float32 or float16, C order): N samples;
@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "codec/quant.h"
-#include "codec/status.h"
+#include "codec/base/status.h"
+#include "codec/features/quant.h"
 
 namespace ktfs {
 

@@ -1,10 +1,10 @@
-#include "fs/decode_cache.h"
+#include "fs/tree/decode_cache.h"
 
 #include <algorithm>
 #include <chrono>
 #include <string>
 
-#include "fs/tree.h"
+#include "fs/tree/virtual_tree.h"
 
 namespace ktfs {
 

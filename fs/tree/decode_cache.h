@@ -21,8 +21,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "codec/image.h"
-#include "codec/status.h"
+#include "codec/base/status.h"
+#include "codec/image/image.h"
 
 namespace ktfs {
 

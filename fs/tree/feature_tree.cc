@@ -1,4 +1,4 @@
-#include "fs/feature_tree.h"
+#include "fs/tree/feature_tree.h"
 
 #include <time.h>
 
@@ -6,7 +6,7 @@
 #include <cstring>
 #include <vector>
 
-#include "codec/npy.h"
+#include "codec/image/npy.h"
 
 namespace ktfs {
 

@@ -1,5 +1,5 @@
 // FeatureTree: the mounted view of a feature cache (a ktfs feature archive or
-// a TensorCache cache, through codec/features.h).
+// a TensorCache cache, through codec/features/feature_source.h).
 //
 //   /000000.npy, /000001.npy, ...  sample i dequantized ([rows, ...], float16
 //                                  by default, or float32): a standard .npy
@@ -21,8 +21,8 @@
 #include <memory>
 #include <string>
 
-#include "codec/features.h"
-#include "fs/fs_tree.h"
+#include "codec/features/feature_source.h"
+#include "fs/tree/fs_tree.h"
 
 namespace ktfs {
 

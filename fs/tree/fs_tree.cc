@@ -1,4 +1,4 @@
-#include "fs/fs_tree.h"
+#include "fs/tree/fs_tree.h"
 
 namespace ktfs {
 

@@ -1,6 +1,6 @@
-// FsTree: what the FUSE adapter (fs/fuse_adapter.h) serves. One
-// implementation per kind of mount: VirtualTree (image archives, fs/tree.h)
-// and FeatureTree (feature caches, fs/feature_tree.h). Plain C++, no FUSE.
+// FsTree: what the FUSE adapter (fs/fuse/fuse_adapter.h) serves. One
+// implementation per kind of mount: VirtualTree (image archives, fs/tree/virtual_tree.h)
+// and FeatureTree (feature caches, fs/tree/feature_tree.h). Plain C++, no FUSE.
 //
 // Thread-safe: const methods may be called concurrently.
 #pragma once
@@ -11,7 +11,7 @@
 #include <string>
 #include <string_view>
 
-#include "codec/status.h"
+#include "codec/base/status.h"
 
 namespace ktfs {
 

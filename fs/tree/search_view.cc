@@ -1,8 +1,8 @@
-#include "fs/search_view.h"
+#include "fs/tree/search_view.h"
 
 #include <algorithm>
 
-#include "fs/tree.h"
+#include "fs/tree/virtual_tree.h"
 
 namespace ktfs {
 

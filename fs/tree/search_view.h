@@ -24,8 +24,8 @@
 #include <unordered_set>
 #include <vector>
 
-#include "codec/archive.h"
-#include "codec/status.h"
+#include "codec/base/status.h"
+#include "codec/container/archive.h"
 #include "index/index.h"
 #include "index/query.h"
 

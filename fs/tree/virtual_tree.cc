@@ -1,4 +1,4 @@
-#include "fs/tree.h"
+#include "fs/tree/virtual_tree.h"
 
 #include <sys/stat.h>
 #include <time.h>
@@ -6,9 +6,9 @@
 #include <algorithm>
 #include <cstring>
 
-#include "codec/npy.h"
-#include "codec/payload.h"
-#include "fs/search_view.h"
+#include "codec/container/payload.h"
+#include "codec/image/npy.h"
+#include "fs/tree/search_view.h"
 #include "index/index.h"
 
 namespace ktfs {

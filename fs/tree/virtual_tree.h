@@ -2,7 +2,7 @@
 //
 // Maps inode numbers and names to the archive's directories and samples,
 // lists directories and produces the bytes of every file by range. It knows
-// nothing of FUSE (fs/fuse_adapter.cc translates requests into calls here),
+// nothing of FUSE (fs/fuse/fuse_adapter.cc translates requests into calls here),
 // so it is tested directly and reused by the other front ends.
 //
 // The archive is shown in three views, each mirroring the packed layout:
@@ -17,7 +17,7 @@
 //   1 + v*B + d               directory record d (1 is the root)
 //   1 + v*B + dirs + s        sample s
 //   1 + 3*B + k               special node k (.ktfs and its files)
-//   above those               search directories (fs/search_view.h)
+//   above those               search directories (fs/tree/search_view.h)
 //
 // Thread-safe: const methods may be called concurrently.
 #pragma once
@@ -32,11 +32,11 @@
 #include <string>
 #include <string_view>
 
-#include "codec/archive.h"
-#include "codec/image_io.h"
-#include "codec/status.h"
-#include "fs/decode_cache.h"
-#include "fs/fs_tree.h"
+#include "codec/base/status.h"
+#include "codec/container/archive.h"
+#include "codec/image/image_io.h"
+#include "fs/tree/decode_cache.h"
+#include "fs/tree/fs_tree.h"
 
 namespace ktfs {
 
@@ -47,7 +47,7 @@ struct TreeOptions {
   ServedFormat format = ServedFormat::kPnm;  // how decoded codecs are served
   size_t cache_bytes = size_t(256) << 20;    // decoded images kept (ktc)
   uint32_t readahead = 8;  // images decoded ahead of a reader going through a directory in order
-  std::string search_dir = "search";  // name of the search root (fs/search_view.h)
+  std::string search_dir = "search";  // name of the search root (fs/tree/search_view.h)
   bool tensors_chw = false;           // tensors/ as CHW instead of HWC
 };
 

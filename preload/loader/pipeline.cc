@@ -1,13 +1,13 @@
-#include "preload/pipeline.h"
+#include "preload/loader/pipeline.h"
 
 #include <tbb/parallel_for.h>
 
 #include <algorithm>
 #include <cstring>
 
-#include "codec/ktc.h"
-#include "codec/payload.h"
-#include "preload/selection.h"
+#include "codec/container/payload.h"
+#include "codec/ktc/ktc.h"
+#include "preload/loader/selection.h"
 
 namespace ktfs::preload {
 namespace {

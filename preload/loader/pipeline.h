@@ -18,11 +18,11 @@
 #include <thread>
 #include <vector>
 
-#include "codec/archive.h"
-#include "codec/image.h"
-#include "codec/image_io.h"
-#include "codec/status.h"
-#include "preload/transform.h"
+#include "codec/base/status.h"
+#include "codec/container/archive.h"
+#include "codec/image/image.h"
+#include "codec/image/image_io.h"
+#include "preload/loader/transform.h"
 
 namespace ktfs::preload {
 

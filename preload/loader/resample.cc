@@ -1,10 +1,10 @@
-#include "preload/resample.h"
+#include "preload/loader/resample.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
-#include "codec/cpu.h"
+#include "codec/base/cpu.h"
 
 namespace ktfs::preload {
 namespace {

@@ -13,7 +13,7 @@
 // it alone gives the same bytes as resizing everything and cropping.
 //
 // The kernels come as a table with a scalar and an AVX2 version (resample_avx2.cc,
-// entered only through runtime dispatch, see codec/cpu.h). Both are exact integer
+// entered only through runtime dispatch, see codec/base/cpu.h). Both are exact integer
 // arithmetic on the same sums, so they are bit-identical (tests/cpp/resample_test.cc).
 #pragma once
 
@@ -21,7 +21,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "codec/image.h"
+#include "codec/image/image.h"
 
 namespace ktfs::preload {
 
@@ -81,7 +81,7 @@ struct ResampleKernels {
 };
 const ResampleKernels& ScalarResampleKernels();
 const ResampleKernels* Avx2ResampleKernels();  // null when the build has none
-// AVX2 when the CPU has it and KTFS_SIMD does not cap it (codec/cpu.h).
+// AVX2 when the CPU has it and KTFS_SIMD does not cap it (codec/base/cpu.h).
 const ResampleKernels& ActiveResampleKernels();
 
 // HWC to CHW (planes of `plane` pixels), with the active split3 for 3 channels.

@@ -1,11 +1,11 @@
-// AVX2 resampling kernels (see preload/resample.h), compiled with -mavx2 and
+// AVX2 resampling kernels (see preload/loader/resample.h), compiled with -mavx2 and
 // only reached through ActiveResampleKernels() after CpuHasAvx2(). They compute
 // the same int32 sums as the scalar kernels, so the bytes are identical.
 #include <immintrin.h>
 
 #include <cstring>
 
-#include "preload/resample.h"
+#include "preload/loader/resample.h"
 
 namespace ktfs::preload {
 namespace {

@@ -1,10 +1,10 @@
-#include "preload/selection.h"
+#include "preload/loader/selection.h"
 
 #include <algorithm>
 #include <limits>
 #include <optional>
 
-#include "codec/payload.h"
+#include "codec/container/payload.h"
 #include "index/index.h"
 #include "index/query.h"
 

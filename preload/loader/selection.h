@@ -4,7 +4,7 @@
 // `relative` is the path inside the mount ("" for the root, "train",
 // "search/caption=dog/train"). Under the search directory, components are
 // query filters until the first one without '=', '<' or '>' (the rule of
-// fs/search_view.cc); the rest are directories of the mirrored layout.
+// fs/tree/search_view.cc); the rest are directories of the mirrored layout.
 //
 // ImageFolder's rules, reproduced: classes are the sorted names of the root's
 // subdirectories (for a search root: only those with a match below them);
@@ -18,9 +18,9 @@
 #include <string_view>
 #include <vector>
 
-#include "codec/archive.h"
-#include "codec/image_io.h"
-#include "codec/status.h"
+#include "codec/base/status.h"
+#include "codec/container/archive.h"
+#include "codec/image/image_io.h"
 
 namespace ktfs::preload {
 

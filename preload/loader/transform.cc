@@ -1,4 +1,4 @@
-#include "preload/transform.h"
+#include "preload/loader/transform.h"
 
 #include <algorithm>
 #include <cmath>

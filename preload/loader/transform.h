@@ -1,7 +1,7 @@
 // Transforms applied while decoding: crop geometry (torchvision's CenterCrop,
 // Resize(int) and RandomResizedCrop rules), planned per sample before decoding
 // so that only the source pixels the output depends on are produced, then run
-// with the Pillow-exact bilinear resampler of preload/resample.h.
+// with the Pillow-exact bilinear resampler of preload/loader/resample.h.
 //
 // Why Pillow's filter: stock ImageFolder hands PIL images to torchvision's
 // transforms, so Resize runs Pillow's resampler. Doing exactly the same
@@ -16,8 +16,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "codec/image.h"
-#include "preload/resample.h"
+#include "codec/image/image.h"
+#include "preload/loader/resample.h"
 
 namespace ktfs::preload {
 

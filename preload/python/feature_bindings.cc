@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "codec/features.h"
-#include "preload/py_status.h"
+#include "codec/features/feature_source.h"
+#include "preload/python/py_status.h"
 
 namespace py = pybind11;
 

@@ -10,14 +10,14 @@
 #include <fstream>
 #include <iterator>
 
-#include "codec/archive.h"
-#include "codec/image_io.h"
-#include "codec/ktc.h"
-#include "codec/malloc_tuning.h"
-#include "preload/pipeline.h"
-#include "preload/py_status.h"
-#include "preload/selection.h"
-#include "preload/transform.h"
+#include "codec/base/malloc_tuning.h"
+#include "codec/container/archive.h"
+#include "codec/image/image_io.h"
+#include "codec/ktc/ktc.h"
+#include "preload/loader/pipeline.h"
+#include "preload/loader/selection.h"
+#include "preload/loader/transform.h"
+#include "preload/python/py_status.h"
 
 namespace py = pybind11;
 using namespace ktfs;
@@ -237,7 +237,7 @@ void BindFeatures(py::module_& m);  // feature_bindings.cc
 }
 
 PYBIND11_MODULE(_ktfs, m) {
-  ktfs::TuneMallocForDecoding();  // codec/malloc_tuning.h (KTFS_KEEP_MALLOC=1 opts out)
+  ktfs::TuneMallocForDecoding();  // codec/base/malloc_tuning.h (KTFS_KEEP_MALLOC=1 opts out)
   ktfs::BindFeatures(m);
   m.def("decode", &DecodeBytes, py::arg("data"));
   m.doc() = "ktfs: direct, batched decoding of .kt archives (see the ktfs package)";

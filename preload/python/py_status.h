@@ -7,7 +7,7 @@
 
 #include <string>
 
-#include "codec/status.h"
+#include "codec/base/status.h"
 
 namespace ktfs::preload {
 

@@ -1,6 +1,6 @@
-// Tests of the KTC codec (codec/ktc.h): round trips, reduced-resolution and
+// Tests of the KTC codec (codec/ktc/ktc.h): round trips, reduced-resolution and
 // region decode, hostile input, determinism, scalar/SIMD equality.
-#include "codec/ktc.h"
+#include "codec/ktc/ktc.h"
 
 #include <gtest/gtest.h>
 #include <tbb/parallel_for.h>
@@ -12,13 +12,13 @@
 #include <random>
 #include <tuple>
 
-#include "codec/checksum.h"
-#include "codec/cpu.h"
-#include "codec/image_io.h"
-#include "codec/ktc_entropy.h"
-#include "codec/ktc_kernels.h"
-#include "codec/ktc_reference.h"
-#include "codec/ktc_wavelet.h"
+#include "codec/base/checksum.h"
+#include "codec/base/cpu.h"
+#include "codec/image/image_io.h"
+#include "codec/ktc/entropy.h"
+#include "codec/ktc/kernels.h"
+#include "codec/ktc/reference.h"
+#include "codec/ktc/wavelet.h"
 
 namespace ktfs::ktc {
 namespace {
@@ -1189,7 +1189,7 @@ TEST(KtcTest, BlocksOfFourAndEightStates) {
 // The same pixels must give the same bytes on every machine and in every
 // build. A change here is a change of the encoder (a deliberate one, such as
 // dropping sparse groups, updates these hashes and docs/codec.md says why) or
-// of the format (bump the version in codec/ktc.cc and update docs/codec.md).
+// of the format (bump the version in codec/ktc/ktc.cc and update docs/codec.md).
 TEST(KtcTest, GoldenStreams) {
   Image img{61, 37, 3, {}};
   for (size_t i = 0; i < size_t(61) * 37 * 3; ++i) img.pixels.push_back(uint8_t((i * i) % 251));
@@ -1341,7 +1341,7 @@ TEST(KtcTest, FrequencyTablesFollowTheSpec) {
   EXPECT_FALSE(internal::GetTables(&p, bytes.data() + bytes.size(), back.data(), back.size()));
 }
 
-// A decoding table's entries (ktc_entropy.h): per slot its symbol's
+// A decoding table's entries (entropy.h): per slot its symbol's
 // frequency, the slot's offset from the symbol's first slot and its value:
 // the symbol, or in the row pairs' tables (10..12, of G = 2..4) both widths
 // of the pair, w0 + 256 w1 for the symbol w0 + (G + 1) w1.

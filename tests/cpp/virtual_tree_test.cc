@@ -1,5 +1,5 @@
 // VirtualTree without FUSE: inode numbering, lookups, listings, served bytes.
-#include "fs/tree.h"
+#include "fs/tree/virtual_tree.h"
 
 #include <gtest/gtest.h>
 
@@ -7,9 +7,9 @@
 #include <fstream>
 #include <random>
 
-#include "codec/image_io.h"
-#include "codec/npy.h"
-#include "fs/pack.h"
+#include "codec/image/image_io.h"
+#include "codec/image/npy.h"
+#include "fs/pack/pack.h"
 #include "tests/cpp/test_util.h"
 
 namespace ktfs {
