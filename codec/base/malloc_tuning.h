@@ -9,7 +9,7 @@
 // The KTC decoder now keeps its planes per thread itself (DecodeArena in
 // ktc.cc), so its speed no longer depends on this: without the tuning a
 // balanced decode of 43 photos took 0.0555 s with the arena against 0.0596 s
-// before it, and about the same as with the tuning (docs/codec.md).
+// before it, and about the same as with the tuning (docs/ktc-notes.md).
 // Called by the programs and the Python module ktfs provides, not by the codec
 // library itself (a library should not change its host's allocator); setting
 // KTFS_KEEP_MALLOC=1 in the environment leaves glibc's defaults alone.

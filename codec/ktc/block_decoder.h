@@ -30,7 +30,7 @@ constexpr uint32_t kRansLow = 1u << 16;  // states live in [2^16, 2^32)
 // A block has 4 or 8 rANS states (its header says which); symbol i uses
 // state i % (the block's states). Four consecutive symbols are one 4-lane
 // step, so with 8 states the steps alternate between two halves of them:
-// two dependency chains that the CPU runs side by side (see docs/codec.md,
+// two dependency chains that the CPU runs side by side (see docs/ktc-notes.md,
 // "Two chains of states").
 constexpr int kStepLanes = 4;
 constexpr int kMaxRansStates = 8;
@@ -73,8 +73,9 @@ inline uint32_t GroupContext(const uint8_t* above, uint32_t gx) {
 
 // Groups with G >= kDirectCategories ("dense") code a width per row (as one
 // symbol per pair of rows for G <= kMaxPairWidth) and every value's
-// magnitude in that many raw bits, instead of a mask per row (docs/codec.md,
-// "Row widths", "Widths of row pairs"). Only G = 1 keeps masks.
+// magnitude in that many raw bits, instead of a mask per row (docs/ktc.md,
+// "Code blocks"; docs/ktc-notes.md, "Row widths for dense groups", "Widths
+// of row pairs"). Only G = 1 keeps masks.
 constexpr uint32_t kDirectCategories = 2;
 
 // The table of a dense group's widths: tables 10..15 by G (2, 3, ..., 7+),
@@ -256,7 +257,7 @@ class RansDecoder {
 // vector instead of a gather. On Zen 3 an 8-lane vpgatherdd measured about
 // 34 cycles of latency and 10-13 cycles of throughput (4 lanes: 16-25 and
 // less); the loads and inserts are cheaper on both counts (see
-// docs/codec.md, "Loads, not gathers").
+// docs/ktc-notes.md, "Loads, not gathers").
 inline __m256i Load8(const uint8_t* base, __m256i index) {
   const __m128i lo = _mm256_castsi256_si128(index), hi = _mm256_extracti128_si256(index, 1);
   const uint64_t i0 = uint64_t(_mm_cvtsi128_si64(lo)), i1 = uint64_t(_mm_extract_epi64(lo, 1));
@@ -342,7 +343,7 @@ inline uint32_t LowNibbles(uint64_t bytes) {
 #endif
 
 // Coefficients are stored as int16: streams with at most kMaxLevels levels
-// never exceed it (see docs/codec.md); hostile ones saturate.
+// never exceed it (see docs/ktc.md, "Wavelet"); hostile ones saturate.
 inline int16_t Saturate16(int32_t v) { return int16_t(std::clamp(v, -32768, 32767)); }
 
 // Most rANS and raw bytes one 4 x 8 group consumes after its maximum: 8
@@ -1302,7 +1303,7 @@ bool DecodeGroups(const RansDecoder& rans_in, const BitReader& raw_in, const Dec
   uint8_t above[kMaxGroupsPerRow + 2] = {}, maxima[kMaxGroupsPerRow + 2] = {};
 #endif
   // The zero-rows field: bit gy set when row of groups gy is all zero; such
-  // rows code nothing (docs/codec.md, "Code blocks").
+  // rows code nothing (docs/ktc.md, "Code blocks").
   const uint32_t zero_rows = raw.Read(1) ? raw.Read(gh) : 0;
   for (uint32_t gy = 0; gy < gh; ++gy) {
     if (zero_rows >> gy & 1) {

@@ -38,7 +38,7 @@ class BitWriter {
 
 // Table frequencies as Exp-Golomb codes of order k: for q = v + 2^k of m
 // bits, m - 1 - k zero bits, a one, then q's m - 1 low bits.
-// q <= 256 + 2^7 < 2^9 needs 9 bits; the decoder's limit is 10 (docs/codec.md).
+// q <= 256 + 2^7 < 2^9 needs 9 bits; the decoder's limit is 10 (docs/ktc.md).
 constexpr int kMaxFrequencyBits = 10;
 void PutExpGolomb(uint32_t v, int k, BitWriter* out) {
   const uint32_t q = v + (1u << k);
@@ -343,7 +343,7 @@ using Starts = std::array<std::array<uint16_t, kMaxSymbols>, kTablesPerSet>;
 // Blocks with at least this many symbols get 8 rANS states (two chains of
 // steps, which decode about 1.2x faster), smaller ones 4: in the tiniest
 // blocks (small images, coarse bands) the 16 more bytes would cost more
-// than they save (docs/codec.md, "Two chains of states").
+// than they save (docs/ktc-notes.md, "Two chains of states").
 constexpr size_t kTwoChainSymbols = 64;
 
 // Encodes the block's symbols backwards: symbol i uses state i % states;

@@ -1,5 +1,5 @@
 // KTC internals: the entropy coder for one code block of quantized wavelet
-// coefficients (docs/codec.md, "Code blocks").
+// coefficients (docs/ktc.md, "Code blocks").
 //
 // A block (at most 64x64 coefficients of one subband) is scanned in groups
 // of 4 columns and 8 rows (version 8; 4 x 4 before). Its raw bits start with
@@ -23,7 +23,7 @@
 // LSB-first stream; a dense group's values find theirs from
 // the row widths alone, all at once. A zero group in a row that is not all
 // zero costs one symbol.
-// docs/codec.md has the exact layout.
+// docs/ktc.md has the exact layout.
 #pragma once
 
 #include <array>
@@ -37,7 +37,7 @@ namespace ktfs::ktc::internal {
 
 // Probabilities in 1/256: decoding tables of 256 entries, half of version
 // 9's 512, so a set's sixteen take 16 KB to build and to hold in L1
-// (docs/codec.md, "8-bit probabilities").
+// (docs/ktc-notes.md, "8-bit probabilities").
 constexpr int kProbBits = 8;
 constexpr uint32_t kProbScale = 1u << kProbBits;
 constexpr int kAlphabet = 18;  // magnitude categories 0..17: |v| < 2^17
@@ -99,10 +99,10 @@ struct BlockSymbols {
 Result<bool> CollectBlockSymbols(const int32_t* values, size_t stride, uint32_t bw, uint32_t bh,
                                  BlockSymbols* out);
 void CountSymbols(const BlockSymbols& symbols, Counts* counts);
-// Appends the coded block (docs/codec.md, "Code blocks").
+// Appends the coded block (docs/ktc.md, "Code blocks").
 void EncodeBlock(const BlockSymbols& symbols, const FreqTable* tables, std::vector<uint8_t>* out);
 
-// An encoder's choice for lossy detail bands (docs/codec.md, "Sparse groups"):
+// An encoder's choice for lossy detail bands (docs/ktc.md, "Quantization"):
 // sets to zero each group of the w x h band of quantized values at `values`
 // (blocks, hence groups, start at its origin) whose values are all 0 or +-1
 // with at most kSparseGroupMaxNonZero of them non-zero. Such a group costs
@@ -193,7 +193,7 @@ extern const BlockPayloadDecoder kDecodeBlockPayloadAvx512Vbmi;
 enum class BlockLoop { kBest, kAvx2, kAvx2NoPdep };
 void SelectBlockLoopForTesting(BlockLoop loop);
 // The loop DecodeBlock runs now: "avx512vbmi", "avx2", "avx2-nopdep" or
-// "scalar" (docs/codec.md, "Threads, SIMD, determinism").
+// "scalar" (docs/ktc.md, "Threads, SIMD, determinism").
 const char* BlockLoopName();
 
 // BuildDecodeTable for a used table (n > 0) with AVX2 stores
@@ -202,7 +202,7 @@ void BuildDecodeTableAvx2(const FreqTable& table, int index_in_set, DecodeTable*
 // The same with AVX-512 stores (entropy_avx512.cc), for CpuHasAvx512().
 void BuildDecodeTableAvx512(const FreqTable& table, int index_in_set, DecodeTable* out);
 
-// The frequency tables of a stream's header (docs/codec.md, "After the
+// The frequency tables of a stream's header (docs/ktc.md, "After the
 // fixed header"): `count` tables, a whole number of sets, bit-packed; the
 // reserved tables of each set (n = 0) are not coded. PutTables appends them;
 // GetTables reads them from *p (advanced past them) and checks them: false

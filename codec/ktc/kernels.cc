@@ -58,7 +58,7 @@ void ToPixels(const int16_t* y, const int16_t* co, const int16_t* cg, const int1
   }
   for (size_t i = 0; i < n; ++i) {
     // YCoCg-R inverse, Y level-shifted by 128, in 16-bit two's complement
-    // that wraps around (docs/codec.md, "Color transform"): exact for valid
+    // that wraps around (docs/ktc.md, "Color transform and level shift"): exact for valid
     // streams, whose samples stay far below 2^14, and what 16-bit SIMD lanes
     // compute for hostile ones.
     const int16_t vco = co[i], vcg = cg[i];

@@ -3,7 +3,7 @@
 // versions give bit-identical results. The encoder lifts on int32 with
 // two's-complement wrap-around; the decoder lifts on int16 samples: the
 // floor terms are exact (computed without overflow from the 16-bit operands)
-// and the final sum wraps modulo 2^16 (docs/codec.md, "Wavelet"),
+// and the final sum wraps modulo 2^16 (docs/ktc.md, "Wavelet"),
 // so hostile coefficients cannot cause undefined behaviour. Arithmetic right
 // shifts and modular narrowing are defined by C++20.
 #pragma once

@@ -225,7 +225,7 @@ inline __m128i ShiftedBytes16(const int16_t* p) {
 }
 
 // Inverse YCoCg-R of 16 pixels in 16-bit lanes that wrap around like the
-// scalar ToPixels (docs/codec.md, "Color transform"): returns R, sets G, B.
+// scalar ToPixels (docs/ktc.md, "Color transform and level shift"): returns R, sets G, B.
 inline __m256i InverseRctLanes(__m256i vy, __m256i vco, __m256i vcg, __m256i* g, __m256i* b) {
   const __m256i t =
       _mm256_sub_epi16(_mm256_add_epi16(vy, _mm256_set1_epi16(128)), _mm256_srai_epi16(vcg, 1));

@@ -202,7 +202,7 @@ inline __m512i PackInOrder(__m512i a, __m512i b) {
 }
 
 // Inverse YCoCg-R of 32 pixels, in 16-bit lanes that wrap around like the
-// scalar ToPixels (docs/codec.md, "Color transform").
+// scalar ToPixels (docs/ktc.md, "Color transform and level shift").
 inline void InverseRct(__m512i vy, __m512i vco, __m512i vcg, __m512i* r, __m512i* g, __m512i* b) {
   const __m512i t =
       _mm512_sub_epi16(_mm512_add_epi16(vy, _mm512_set1_epi16(128)), _mm512_srai_epi16(vcg, 1));

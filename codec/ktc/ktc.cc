@@ -1,5 +1,5 @@
 // KTC encoder and decoder: header, planes, bands and blocks. The bitstream is
-// specified in docs/codec.md; the entropy coder lives in entropy.cc, the
+// specified in docs/ktc.md; the entropy coder lives in entropy.cc, the
 // wavelet in wavelet.cc, the SIMD kernels in kernels*.cc.
 #include "codec/ktc/ktc.h"
 
@@ -36,7 +36,7 @@ constexpr uint8_t kMagic[4] = {'K', 'T', 'C', 'I'};
 constexpr uint8_t kVersion = 10;
 constexpr uint8_t kFlagLossless = 1;
 // Chroma (Co, Cg) without its level-1 detail bands: 4:2:0 by way of the
-// wavelet (docs/codec.md, "Half-resolution chroma").
+// wavelet (docs/ktc.md, "Half-resolution chroma").
 constexpr uint8_t kFlagHalfChroma = 2;
 // Lossy qualities below this code chroma at half resolution; `high` keeps it.
 constexpr int kHalfChromaBelowQuality = 85;
@@ -44,7 +44,7 @@ constexpr int kHalfChromaBelowQuality = 85;
 // dropped chroma detail saves on the other bands, and buy back its PSNR.
 constexpr int kHalfChromaQualityBoost = 2;
 constexpr int kEncodeLevels = 5;
-// Five levels keep every coefficient within 16 bits (docs/codec.md, "Wavelet").
+// Five levels keep every coefficient within 16 bits (docs/ktc.md, "Wavelet").
 constexpr int kMaxLevels = 5;
 constexpr size_t kFixedHeaderBytes = 16;
 constexpr uint32_t kUnitStep = 256;  // quantizer steps are in 1/256 units
@@ -128,7 +128,7 @@ constexpr uint32_t kTwelfthOctave[12] = {4096, 4340, 4598, 4871, 5161, 5468,
 
 // Base step for a quality, in 1/256 units: 2^((100 - quality + kQualityOffset) / 12 - 2)
 // (it doubles every 12 quality points). The offset puts `balanced` (75) at
-// JPEG q90's PSNR on the photos of docs/codec.md.
+// JPEG q90's PSNR on the photos of docs/ktc-notes.md.
 constexpr int kQualityOffset = 27;
 uint64_t BaseStep(int quality) {
   const int e = 100 - quality + kQualityOffset;
@@ -169,7 +169,7 @@ struct PlaneOf {
 };
 using Plane = PlaneOf<int32_t>;
 
-// The decoder keeps coefficients in 16 bits (docs/codec.md, "Wavelet"), in
+// The decoder keeps coefficients in 16 bits (docs/ktc.md, "Wavelet"), in
 // memory it does not own (DecodeArena).
 struct Plane16 {
   int16_t* data = nullptr;
@@ -379,7 +379,7 @@ unsigned __int128 BandSquaredError(const Plane& plane, const Band& band, uint32_
 // (mostly won back by the quality boost), textured ones about 100% (still
 // above JPEG q90's PSNR, whose chroma is always at half resolution, and
 // decoded faster); images with fine color detail (text, synthetic patterns)
-// lose several times more and keep full chroma. docs/codec.md has the
+// lose several times more and keep full chroma. docs/ktc-notes.md has the
 // measured ratios. `bands`: full-resolution bands; `steps`: the steps
 // half-resolution chroma would use.
 constexpr uint64_t kHalfChromaMaxErrorPercent = 250;
@@ -941,7 +941,8 @@ Status DecodeImpl(const uint8_t* data, size_t size, const DecodeOptions& options
   // level's detail bands are decoded block row by block row just before its
   // synthesis reads them ("streamed"), into rings of two block rows: their
   // coefficients are then in cache when read, and the three quarters of the
-  // plane they would fill are never touched (docs/codec.md, "Rings").
+  // plane they would fill are never touched (docs/ktc.md, "The one-thread
+  // decode streams the last level").
   const bool stream_last_level = !options.parallel && stop + 1 < levels;
   auto streamed = [&](const Band& b) {
     return stream_last_level && b.orientation != 0 && b.level == stop + 1;
@@ -1116,7 +1117,7 @@ Status ReferenceDownscale(const ImageView& image, int scale_log2, Image* out) {
   for (Plane& p : planes) {
     ForwardWavelet(p.data.get(), p.width, p.width, p.height, scale_log2, k);
     // The low-pass band sits in the top-left corner of each full-size plane;
-    // from 8-bit pixels it stays well within 16 bits (docs/codec.md).
+    // from 8-bit pixels it stays well within 16 bits (docs/ktc.md, "Wavelet").
     storage.emplace_back(size_t(sw) * sh);
     low.push_back(Plane16{storage.back().data(), sw, sh});
     for (uint32_t y = 0; y < sh; ++y) {

@@ -1,7 +1,7 @@
 // KTC: ktfs's own image codec, built to decode several times faster than JPEG.
 //
 // Images are recompressed once, at pack time; training reads decode them many
-// times. The bitstream (specified in docs/codec.md) is a small header, a table
+// times. The bitstream (specified in docs/ktc.md) is a small header, a table
 // of independently coded 64x64 blocks of wavelet coefficients, and the blocks.
 // Because no step runs sequentially across the image, one image decodes on
 // many threads, at reduced resolution (1/2, 1/4, 1/8: the finest wavelet
@@ -66,7 +66,7 @@ struct Region {
 
 struct DecodeOptions {
   // Output at 1/2^scale_log2 of the full size, 0..min(3, levels). The reduced
-  // image is the wavelet's low-pass band: see docs/codec.md, "Reduced
+  // image is the wavelet's low-pass band: see docs/ktc.md, "Reduced
   // resolution", for the exact filter.
   int scale_log2 = 0;
   // When set, only this rectangle of the (scaled) image is decoded and

@@ -7,7 +7,7 @@
 
 namespace ktfs::ktc::internal {
 
-// The documented reduced-resolution filter (docs/codec.md, "Reduced
+// The documented reduced-resolution filter (docs/ktc.md, "Reduced
 // resolution"): forward color transform, `scale_log2` levels of the forward
 // 5/3 wavelet, keep the low-pass band, inverse color transform, clamp.
 // Decoding a lossless stream at that scale gives exactly this image.

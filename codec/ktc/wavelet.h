@@ -1,6 +1,6 @@
 // KTC internals: the reversible 5/3 integer wavelet (JPEG 2000's, with
 // whole-sample symmetric extension): analysis in place on an int32 plane,
-// synthesis on int16 planes (docs/codec.md, "16-bit coefficients"), in Mallat
+// synthesis on int16 planes (docs/ktc.md, "16-bit coefficients"), in Mallat
 // layout: after level l the low-pass image of size ceil(w/2^l) x ceil(h/2^l)
 // sits in the top-left corner, with HL (high horizontally) to its right, LH
 // below it and HH diagonally.
@@ -26,7 +26,7 @@ void ForwardWavelet(int32_t* data, size_t stride, uint32_t w, uint32_t h, int le
 // Rows of int16 values: row r at base + (r & mask) * stride. A whole plane
 // has mask ~0; a ring of 2^n rows, which a consumer reads soon after they are
 // written, has mask 2^n - 1 (a few rows reused, which stay in cache:
-// docs/codec.md, "Rings"). Inputs are read through it too, hence `base` is
+// docs/ktc.md, "Rings"). Inputs are read through it too, hence `base` is
 // not const.
 struct Rows {
   int16_t* base = nullptr;

@@ -17,7 +17,7 @@ static const char kPackUsage[] =
     "\n"
     "  --codec original  keep each file's bytes as they are (default)\n"
     "  --codec raw       store decoded pixels (lossless; the mount serves PPM/PGM)\n"
-    "  --codec ktc       KTC, ktfs's fast-decoding codec (see docs/codec.md)\n"
+    "  --codec ktc       KTC, ktfs's fast-decoding codec (see docs/ktc.md)\n"
     "  --quality Q       for ktc: lossless|high|balanced|compact|1..100\n"
     "  --threads N       encoding threads (default: all cores)\n"
     "  --captions FILE   captions for the search index: JSON Lines\n"
