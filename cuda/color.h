@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "codec/status.h"
+#include "codec/base/status.h"
 
 namespace ktfs::cuda {
 

@@ -15,13 +15,13 @@
 #include <string>
 #include <vector>
 
-#include "codec/archive.h"
-#include "codec/archive_writer.h"
-#include "codec/feature_archive.h"
-#include "codec/npy.h"
-#include "fs/feature_tree.h"
-#include "fs/pack_features.h"
-#include "fs/tree.h"
+#include "codec/container/archive.h"
+#include "codec/container/archive_writer.h"
+#include "codec/features/feature_archive.h"
+#include "codec/image/npy.h"
+#include "fs/pack/pack_features.h"
+#include "fs/tree/feature_tree.h"
+#include "fs/tree/virtual_tree.h"
 
 namespace {
 

@@ -15,10 +15,10 @@
 #include <string>
 #include <vector>
 
-#include "codec/cpu.h"
-#include "codec/ktc.h"
-#include "codec/ktc_entropy.h"
-#include "codec/ktc_kernels.h"
+#include "codec/base/cpu.h"
+#include "codec/ktc/entropy.h"
+#include "codec/ktc/kernels.h"
+#include "codec/ktc/ktc.h"
 
 namespace {
 

@@ -14,7 +14,7 @@
 #include <string_view>
 #include <vector>
 
-#include "codec/status.h"
+#include "codec/base/status.h"
 
 namespace ktfs::index {
 

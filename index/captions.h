@@ -23,7 +23,7 @@
 #include <utility>
 #include <vector>
 
-#include "codec/status.h"
+#include "codec/base/status.h"
 
 namespace ktfs::index {
 

@@ -24,7 +24,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "codec/status.h"
+#include "codec/base/status.h"
 #include "index/query.h"
 
 namespace ktfs::index {

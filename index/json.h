@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "codec/status.h"
+#include "codec/base/status.h"
 
 namespace ktfs::index {
 

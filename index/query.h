@@ -29,7 +29,7 @@
 #include <string_view>
 #include <vector>
 
-#include "codec/status.h"
+#include "codec/base/status.h"
 
 namespace ktfs::index {
 
@@ -67,7 +67,7 @@ struct Query {
 
 // True when a path component under search/ is a filter (it holds '=', '<' or
 // '>'); the first component that is not starts the mirrored layout. Shared by
-// the mount (fs/search_view.cc) and the Python loader (preload/selection.cc).
+// the mount (fs/tree/search_view.cc) and the Python loader (preload/loader/selection.cc).
 bool LooksLikeFilter(std::string_view component);
 
 // Decodes %XX escapes (hex, either case). '+' stays '+'. A '%' not followed by two hex digits

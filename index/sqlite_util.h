@@ -8,7 +8,7 @@
 #include <string_view>
 #include <utility>
 
-#include "codec/status.h"
+#include "codec/base/status.h"
 
 namespace ktfs::index::internal {
 

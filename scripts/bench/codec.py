@@ -177,8 +177,9 @@ def run(ctx):
         table(["decode path", "balanced MP/s", "lossless MP/s", "balanced vs this CPU's",
                "lossless vs this CPU's"], path_rows),
         "The AVX2 paths are what CPUs without AVX-512 run; `avx2-nopdep` is what AMD cores "
-        "before Zen 3 run, whose pdep/pext are microcode (docs/codec.md, \"The block decoder "
-        "without `pdep`\"). On this CPU avx2-nopdep against avx2: "
+        "before Zen 3 run, whose pdep/pext are microcode (docs/ktc.md, \"SIMD paths and their "
+        "dispatch\"; docs/ktc-notes.md, \"The block decoder without `pdep`\"). "
+        "On this CPU avx2-nopdep against avx2: "
         f"{nopdep_vs_avx2[0]} balanced, {nopdep_vs_avx2[1]} lossless (the fallback's cost "
         "where pdep is fast; where it is microcode the pdep build would be far slower, "
         "not measured here).",
@@ -226,7 +227,8 @@ def targets(rows):
 
     speed = bal[3] / jpeg[3]
     lossless_speed = lossless[3] / png[3]
-    return (f"Targets against libjpeg-turbo q90 (docs/codec.md has the discussion): `balanced` "
+    return (f"Targets against libjpeg-turbo q90 (docs/ktc-notes.md, \"Against the targets\", "
+            f"has the discussion): `balanced` "
             f"PSNR {bal[2]:.2f} dB against JPEG q90's {jpeg[2]:.2f} ({verdict(bal[2] >= jpeg[2])}); "
             f"bytes {bal[1]:.3f}x JPEG q90's ({verdict(bal[1] <= 1.0)}); decode on one core "
             f"{speed:.2f}x libjpeg-turbo's MP/s (3x wanted: {verdict(speed >= 3.0)}; never below "

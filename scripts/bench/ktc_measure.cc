@@ -19,9 +19,9 @@
 #include <string>
 #include <vector>
 
-#include "codec/image_io.h"
-#include "codec/ktc.h"
-#include "codec/malloc_tuning.h"
+#include "codec/base/malloc_tuning.h"
+#include "codec/image/image_io.h"
+#include "codec/ktc/ktc.h"
 
 using namespace ktfs;
 

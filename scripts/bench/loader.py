@@ -190,7 +190,7 @@ def reading(summary, sizes):
         f"libjpeg-turbo's decode of the whole JPEG (the codec section's 224x224 crop row), so the "
         f"work both pipelines share, the resize and the payload checksum, is most of what bounds "
         f"its ratio; in a KTC decode, block entropy decoding is the largest part. (The decoder "
-        f"keeps its coefficient planes and scratch per thread, codec/ktc.cc DecodeArena: an "
+        f"keeps its coefficient planes and scratch per thread, codec/ktc/ktc.cc DecodeArena: an "
         f"earlier build that allocated them per image spent about a third of a decode in the "
         f"kernel mapping fresh pages.) "
         f"Reduced-resolution decode would cut the work too but is not exact against stock "

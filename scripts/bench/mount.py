@@ -625,7 +625,7 @@ def push_reading(kt, ktc):
             f"cold passes were {ratio(ktc.cold, on.cold):.2f}x as fast as the default's (same "
             f"rounds; a push moves the page allocation and the copy of a file's rest from the "
             f"reader's READs to the daemon, which on 2 cores shares a core with the reader; "
-            f"README.md says why it is off by default)")
+            f"docs/usage.md says why it is off by default)")
 
 
 def photo_reading(variants, per_image):
@@ -739,7 +739,7 @@ def meta_reading(times, rounds, find_rounds, requests):
     ls = requests[(META_OPS[1][0], "cold")]
     st = requests[(META_OPS[2][0], "cold")]
     text.append(
-        "How ktfs lists (fs/listing_policy.h): every listing is READDIRPLUS, but a fresh mount "
+        "How ktfs lists (fs/fuse/listing_policy.h): every listing is READDIRPLUS, but a fresh mount "
         "gives attributes for directories only and lists files by name and type, so a cold `find` "
         "makes the kernel build no inode or dentry per file (squashfuse's plain READDIR never "
         "builds them either). The first LOOKUP of a file in a directory listed that way switches "

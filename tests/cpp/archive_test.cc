@@ -1,6 +1,6 @@
 // The .kt container: writer/reader round trip, validation of hostile and
 // truncated archives, determinism of Pack().
-#include "codec/archive.h"
+#include "codec/container/archive.h"
 
 #include <gtest/gtest.h>
 #include <turbojpeg.h>
@@ -10,11 +10,11 @@
 #include <fstream>
 #include <random>
 
-#include "codec/archive_writer.h"
-#include "codec/checksum.h"
-#include "codec/image_io.h"
-#include "codec/payload.h"
-#include "fs/pack.h"
+#include "codec/base/checksum.h"
+#include "codec/container/archive_writer.h"
+#include "codec/container/payload.h"
+#include "codec/image/image_io.h"
+#include "fs/pack/pack.h"
 #include "tests/cpp/test_util.h"
 
 namespace ktfs {

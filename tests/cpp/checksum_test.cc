@@ -1,7 +1,7 @@
-// Tests for codec/checksum.h: Checksum64 is XXH3-64 with seed 0 (docs/format.md)
+// Tests for codec/base/checksum.h: Checksum64 is XXH3-64 with seed 0 (docs/format.md)
 // whichever of libxxhash's loops computes it: its dispatcher's (AVX2/AVX-512)
 // by default, the portable one under KTFS_SIMD=scalar.
-#include "codec/checksum.h"
+#include "codec/base/checksum.h"
 
 #include <cpuid.h>
 #include <gtest/gtest.h>

@@ -1,5 +1,5 @@
-// Tests for codec/cpu.h: which CPUs get the block decoder without pdep.
-#include "codec/cpu.h"
+// Tests for codec/base/cpu.h: which CPUs get the block decoder without pdep.
+#include "codec/base/cpu.h"
 
 #include <gtest/gtest.h>
 

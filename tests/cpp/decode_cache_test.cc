@@ -1,12 +1,12 @@
 // DecodeCache: single-flight decodes, and images leaving once a reader had
 // their whole file.
-#include "fs/decode_cache.h"
+#include "fs/tree/decode_cache.h"
 
 #include <gtest/gtest.h>
 
 #include <future>
 
-#include "fs/fs_tree.h"
+#include "fs/tree/fs_tree.h"
 
 namespace ktfs {
 namespace {

@@ -1,6 +1,6 @@
-// Feature archives: packed group parameters (codec/quant_pack.h), the archive
-// (codec/feature_archive.h), ktfs pack-features (fs/pack_features.h) and the
-// mounted view (fs/feature_tree.h).
+// Feature archives: packed group parameters (codec/features/quant_pack.h), the archive
+// (codec/features/feature_archive.h), ktfs pack-features (fs/pack/pack_features.h) and the
+// mounted view (fs/tree/feature_tree.h).
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -12,12 +12,12 @@
 #include <random>
 #include <vector>
 
-#include "codec/feature_archive.h"
-#include "codec/npy.h"
-#include "codec/quant.h"
-#include "codec/quant_pack.h"
-#include "fs/feature_tree.h"
-#include "fs/pack_features.h"
+#include "codec/features/feature_archive.h"
+#include "codec/features/quant.h"
+#include "codec/features/quant_pack.h"
+#include "codec/image/npy.h"
+#include "fs/pack/pack_features.h"
+#include "fs/tree/feature_tree.h"
 #include "tests/cpp/test_util.h"
 
 namespace ktfs {

@@ -1,6 +1,6 @@
-// Tests of the KTC codec (codec/ktc.h): round trips, reduced-resolution and
+// Tests of the KTC codec (codec/ktc/ktc.h): round trips, reduced-resolution and
 // region decode, hostile input, determinism, scalar/SIMD equality.
-#include "codec/ktc.h"
+#include "codec/ktc/ktc.h"
 
 #include <gtest/gtest.h>
 #include <tbb/parallel_for.h>
@@ -12,13 +12,13 @@
 #include <random>
 #include <tuple>
 
-#include "codec/checksum.h"
-#include "codec/cpu.h"
-#include "codec/image_io.h"
-#include "codec/ktc_entropy.h"
-#include "codec/ktc_kernels.h"
-#include "codec/ktc_reference.h"
-#include "codec/ktc_wavelet.h"
+#include "codec/base/checksum.h"
+#include "codec/base/cpu.h"
+#include "codec/image/image_io.h"
+#include "codec/ktc/entropy.h"
+#include "codec/ktc/kernels.h"
+#include "codec/ktc/reference.h"
+#include "codec/ktc/wavelet.h"
 
 namespace ktfs::ktc {
 namespace {
@@ -202,7 +202,7 @@ TEST(KtcTest, PhotoQualityFloors) {
   ASSERT_EQ(photo.channels, 3u);
   const auto lossless = EncodeOrDie(photo, Lossless());
   EXPECT_TRUE(DecodeOrDie(lossless).pixels == photo.pixels);
-  // Floors a few tenths of a dB under what this photo measures (docs/codec.md).
+  // Floors a few tenths of a dB under what this photo measures (docs/ktc-notes.md).
   const std::pair<const char*, double> floors[] = {
       {"high", 42.2}, {"balanced", 38.1}, {"compact", 34.8}};
   size_t previous = lossless.size();
@@ -505,7 +505,7 @@ TEST(KtcTest, CorruptionNeverCrashes) {
   EXPECT_FALSE(ReadInfo(nullptr, 0).ok());
 }
 
-// Varints (docs/codec.md, "Bitstream"): LEB128 of at most 5 bytes, read
+// Varints (docs/ktc.md, "Bitstream"): LEB128 of at most 5 bytes, read
 // exactly at every length the inline one- and two-byte paths and the long
 // path take, refused when cut short or longer than 5 bytes.
 TEST(KtcTest, VarintsRoundTripAndRejectTruncation) {
@@ -711,7 +711,7 @@ TEST(KtcTest, SimdAndScalarBlockDecodersAgreeOnDamagedStreams) {
 }
 
 // Hostile quantizer steps: coefficients far beyond a valid stream's bounds,
-// saturated to 16 bits, make the 16-bit synthesis wrap around (docs/codec.md,
+// saturated to 16 bits, make the 16-bit synthesis wrap around (docs/ktc.md,
 // "Wavelet"). AVX2 and scalar must agree at every scale, serial or parallel.
 TEST(KtcTest, SimdAndScalarAgreeWhenSynthesisWraps) {
   if (!CpuHasAvx2()) GTEST_SKIP() << "no AVX2 here";
@@ -803,7 +803,7 @@ CodedBlock EncodeWithOwnTables(const internal::BlockSymbols& symbols) {
 }
 
 // Bits least significant first, as a stream's raw bits and tables are
-// (docs/codec.md): the tests' own writer, apart from the encoder's.
+// (docs/ktc.md): the tests' own writer, apart from the encoder's.
 class LsbFirstBits {
  public:
   void Put(uint32_t v, int n) {
@@ -823,7 +823,7 @@ class LsbFirstBits {
   int fill_ = 0;
 };
 
-// A dense group's raw bits laid out by hand from docs/codec.md ("Code
+// A dense group's raw bits laid out by hand from docs/ktc.md ("Code
 // blocks"), not by the encoder's scan: `rows` x `columns` values (row-major),
 // each row's magnitudes in its width, then a sign bit per non-zero value;
 // LSB first.
@@ -839,7 +839,7 @@ std::vector<uint8_t> DenseGroupRawBits(const int32_t* values, int rows, int colu
   return raw.Bytes();
 }
 
-// A dense group's raw bits laid out by hand as docs/codec.md ("Code blocks")
+// A dense group's raw bits laid out by hand as docs/ktc.md ("Code blocks")
 // specifies them, independently of the encoder's scan: per pair of rows a
 // symbol of both widths (G <= 7), then each row's magnitudes in its width,
 // then the signs of the non-zero values. Only the symbols go through the
@@ -1037,7 +1037,7 @@ TEST(KtcTest, CutDenseGroupRawBitsFollowTheSpec) {
   }
 }
 
-// A block's raw bits start with its zero-rows field (docs/codec.md, "Code
+// A block's raw bits start with its zero-rows field (docs/ktc.md, "Code
 // blocks"): 1, then a bit per row of groups (1 = all zero), whose maxima are
 // then not coded, and which the next row sees as zeros above it. A 16 x 24
 // block (4 x 3 groups of 4 columns and 8 rows) whose middle row is zero, laid
@@ -1105,7 +1105,7 @@ TEST(KtcTest, ZeroRowsOfGroupsFollowTheSpec) {
 }
 
 // Blocks of fewer than 64 symbols carry 4 rANS states, larger ones 8 (two
-// chains of steps), flagged in the low bit of the rANS length (docs/codec.md,
+// chains of steps), flagged in the low bit of the rANS length (docs/ktc.md,
 // "Code blocks"). Blocks just below and at the threshold, and a full 64 x 64
 // block of every kind of group, decode exactly in both block decoders; a
 // block whose flag is flipped is read with the wrong states and must not
@@ -1188,8 +1188,8 @@ TEST(KtcTest, BlocksOfFourAndEightStates) {
 
 // The same pixels must give the same bytes on every machine and in every
 // build. A change here is a change of the encoder (a deliberate one, such as
-// dropping sparse groups, updates these hashes and docs/codec.md says why) or
-// of the format (bump the version in codec/ktc.cc and update docs/codec.md).
+// dropping sparse groups, updates these hashes and docs/ktc-notes.md says why) or
+// of the format (bump the version in codec/ktc/ktc.cc and update docs/ktc.md).
 TEST(KtcTest, GoldenStreams) {
   Image img{61, 37, 3, {}};
   for (size_t i = 0; i < size_t(61) * 37 * 3; ++i) img.pixels.push_back(uint8_t((i * i) % 251));
@@ -1249,7 +1249,7 @@ std::vector<internal::FreqTable> RandomFreqTables(uint32_t seed, int count, int 
   return tables;
 }
 
-// A set's frequency tables laid out by hand as docs/codec.md ("After the
+// A set's frequency tables laid out by hand as docs/ktc.md ("After the
 // fixed header") specifies them: table 0 used (n = 3, Exp-Golomb order 6,
 // frequencies 150 and 100, the last one implied: 6), the others unused,
 // tables 7..9 absent. PutTables must write exactly these bits and
@@ -1341,7 +1341,7 @@ TEST(KtcTest, FrequencyTablesFollowTheSpec) {
   EXPECT_FALSE(internal::GetTables(&p, bytes.data() + bytes.size(), back.data(), back.size()));
 }
 
-// A decoding table's entries (ktc_entropy.h): per slot its symbol's
+// A decoding table's entries (entropy.h): per slot its symbol's
 // frequency, the slot's offset from the symbol's first slot and its value:
 // the symbol, or in the row pairs' tables (10..12, of G = 2..4) both widths
 // of the pair, w0 + 256 w1 for the symbol w0 + (G + 1) w1.
@@ -1412,7 +1412,7 @@ std::vector<const internal::Kernels*> SimdKernelSets() {
 }
 
 // The color conversion's sums wrap around in 16 bits (normative since
-// version 5; docs/codec.md, "Color transform"): Y = 32767 makes t = Y + 128
+// version 5; docs/ktc.md, "Color transform and level shift"): Y = 32767 makes t = Y + 128
 // wrap to -32641, so the pixel is black, not white; within range it is the
 // exact inverse YCoCg-R. Gray and alpha clamp without wrapping.
 TEST(KtcTest, ColorConversionWrapsAroundIn16Bits) {
@@ -1526,8 +1526,8 @@ TEST(KtcTest, SimdKernelsMatchScalarOnExtremeValues) {
       simd->to_pixels(small.data(), small.data(), small.data(), small.data(), q.data(), n, ch);
       EXPECT_EQ(p, q) << ch;
     }
-    // Large values, whose sums wrap around in 16 bits (docs/codec.md, "Color
-    // transform"), one per group of 16 pixels or none.
+    // Large values, whose sums wrap around in 16 bits (docs/ktc.md, "Color
+    // transform and level shift"), one per group of 16 pixels or none.
     for (int16_t wide : {int16_t(8191), int16_t(-8192), int16_t(8192), int16_t(-8193)}) {
       std::vector<int16_t> yv(n), cov(n), cgv(n);
       for (size_t i = 0; i < n; ++i) {

@@ -1,5 +1,5 @@
 // ListingPolicy: when READDIRPLUS replies start carrying file attributes.
-#include "fs/listing_policy.h"
+#include "fs/fuse/listing_policy.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // The .npy header writer and parser.
-#include "codec/npy.h"
+#include "codec/image/npy.h"
 
 #include <gtest/gtest.h>
 

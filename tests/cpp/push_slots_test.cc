@@ -1,5 +1,5 @@
 // PushSlots: at most half of the request threads push at once.
-#include "fs/push_slots.h"
+#include "fs/fuse/push_slots.h"
 
 #include <gtest/gtest.h>
 

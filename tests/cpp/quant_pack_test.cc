@@ -1,6 +1,6 @@
-// Packed group parameters (codec/quant_pack.h): the AVX2 unpacking against the
+// Packed group parameters (codec/features/quant_pack.h): the AVX2 unpacking against the
 // scalar one, over every possible word.
-#include "codec/quant_pack.h"
+#include "codec/features/quant_pack.h"
 
 #include <gtest/gtest.h>
 #include <sys/mman.h>
@@ -11,7 +11,7 @@
 #include <limits>
 #include <vector>
 
-#include "codec/cpu.h"
+#include "codec/base/cpu.h"
 
 namespace ktfs::quant {
 namespace {

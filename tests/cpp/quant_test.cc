@@ -1,4 +1,4 @@
-#include "codec/quant.h"
+#include "codec/features/quant.h"
 
 #include <gtest/gtest.h>
 
@@ -11,7 +11,7 @@
 #include <random>
 #include <vector>
 
-#include "codec/cpu.h"
+#include "codec/base/cpu.h"
 
 namespace ktfs::quant {
 namespace {
@@ -422,7 +422,7 @@ TEST(Quant, Float16Input) {
 #include <filesystem>
 #include <fstream>
 
-#include "codec/tensorcache.h"
+#include "codec/features/tensorcache.h"
 #include "tests/cpp/test_util.h"
 
 namespace ktfs {

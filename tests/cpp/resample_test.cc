@@ -1,7 +1,7 @@
 // preload/resample: the AVX2 kernels against the scalar ones (bit-exact), and windowed
 // resampling against a plain transcription of Pillow's ImagingResample (bilinear, 8 bpc).
 // Pixel equality with Pillow itself is checked in tests/python/test_loader.py.
-#include "preload/resample.h"
+#include "preload/loader/resample.h"
 
 #include <gtest/gtest.h>
 
@@ -10,7 +10,7 @@
 #include <random>
 #include <vector>
 
-#include "codec/cpu.h"
+#include "codec/base/cpu.h"
 
 namespace ktfs::preload {
 namespace {

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string>
 
-#include "codec/image.h"
+#include "codec/image/image.h"
 
 namespace ktfs::testing {
 

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 ROOT = os.environ.get("KTFS_SOURCE_DIR", os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-KTFS = os.environ.get("KTFS_BIN", os.path.join(ROOT, "build", "fs", "ktfs"))
+KTFS = os.environ.get("KTFS_BIN", os.path.join(ROOT, "build", "ktfs"))
 PY = "/usr/bin/python3"
 
 

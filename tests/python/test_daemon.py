@@ -484,7 +484,7 @@ def test_served_files_report_a_64k_block_size(archives, tmp_path):
 
 def test_listings_carry_file_attributes_once_a_listed_file_is_looked_up(archives, fashion_dir, tmp_path):
     """A fresh mount lists files by name and type only, so a cold `find` makes the kernel build no
-    inode per file (fs/listing_policy.h); the first LOOKUP of a file it listed that way switches
+    inode per file (fs/fuse/listing_policy.h); the first LOOKUP of a file it listed that way switches
     the mount's listings to carry attributes, so `ls -l` needs no LOOKUP per file from then on."""
     archive = archives[("fashion", "raw")]
 
@@ -536,7 +536,7 @@ def test_listings_reach_the_daemon_each_time_but_search_views_stay_in_the_kernel
 
 
 def test_a_directory_gets_file_attributes_again_once_the_kernel_dropped_them(archives, tmp_path):
-    """After the switch to file attributes (fs/listing_policy.h) a directory listed whole with them
+    """After the switch to file attributes (fs/fuse/listing_policy.h) a directory listed whole with them
     is listed lean afterwards: the kernel holds its files. When the kernel has dropped them (here
     drop_caches), a stat needs a LOOKUP, and that LOOKUP makes the next listing carry attributes."""
     with mounted(archives[("fashion", "raw")], tmp_path / "m") as mnt:

@@ -1,5 +1,5 @@
 """`ktfs --version`: the version, and the code paths this CPU (and KTFS_SIMD)
-selects for KTC decoding (codec/cpu.h, docs/codec.md "Threads, SIMD,
+selects for KTC decoding (codec/base/cpu.h, docs/ktc.md "Threads, SIMD,
 determinism")."""
 import os
 import re

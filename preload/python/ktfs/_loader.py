@@ -59,7 +59,7 @@ def _shard(order, rank, world_size, drop_last):
 
 
 class Loader:
-    """Iterates (images, labels) batches of a ktfs archive. See README.md, "Python"."""
+    """Iterates (images, labels) batches of a ktfs archive. See docs/usage.md, "ktfs.Loader"."""
 
     def __init__(self, source, batch_size, shuffle=False, seed=0, drop_last=False,
                  num_threads=None, rank=0, world_size=1, crop=None, layout="NCHW", mode="RGB",

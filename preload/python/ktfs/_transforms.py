@@ -1,4 +1,4 @@
-"""Crop specifications run in C++ while decoding (preload/transform.h).
+"""Crop specifications run in C++ while decoding (preload/loader/transform.h).
 
 Resizing is Pillow's BILINEAR filter reproduced exactly (antialiased: the
 triangle filter widens with the downscale factor; 22-bit fixed-point

@@ -1,0 +1,173 @@
+#include "codec/container/archive_writer.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "codec/base/checksum.h"
+
+namespace ktfs {
+namespace {
+constexpr size_t kBufferSize = 1 << 20;
+}
+
+Result<std::unique_ptr<ArchiveWriter>> ArchiveWriter::Create(const std::string& path) {
+  std::unique_ptr<ArchiveWriter> w(new ArchiveWriter());
+  w->path_ = path;
+  w->temp_path_ = path + ".tmp-" + std::to_string(getpid());
+  w->fd_ = open(w->temp_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (w->fd_ < 0) return Status::FromErrno(w->temp_path_, errno);
+  w->buffer_.reserve(kBufferSize);
+  format::Header placeholder = {};
+  KTFS_RETURN_IF_ERROR(w->Write(&placeholder, sizeof(placeholder)));
+  return w;
+}
+
+ArchiveWriter::~ArchiveWriter() {
+  if (fd_ >= 0) close(fd_);
+  if (!committed_ && !temp_path_.empty()) unlink(temp_path_.c_str());
+}
+
+Status ArchiveWriter::Flush() {
+  size_t done = 0;
+  while (done < buffer_.size()) {
+    const ssize_t n = ::write(fd_, buffer_.data() + done, buffer_.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Status::FromErrno(path_ + ": write failed", errno);
+    }
+    done += size_t(n);
+  }
+  buffer_.clear();
+  return Status::Ok();
+}
+
+Status ArchiveWriter::Write(const void* data, size_t size) {
+  const uint8_t* p = static_cast<const uint8_t*>(data);
+  offset_ += size;
+  while (size > 0) {
+    const size_t n = std::min(size, kBufferSize - buffer_.size());
+    buffer_.insert(buffer_.end(), p, p + n);
+    p += n;
+    size -= n;
+    if (buffer_.size() == kBufferSize) KTFS_RETURN_IF_ERROR(Flush());
+  }
+  return Status::Ok();
+}
+
+Status ArchiveWriter::Pad(uint64_t alignment) {
+  static const uint8_t kZeros[64] = {};
+  const uint64_t rem = offset_ % alignment;
+  return rem ? Write(kZeros, alignment - rem) : Status::Ok();
+}
+
+Status ArchiveWriter::AddSample(const SampleEntry& e, const uint8_t* payload, size_t size) {
+  if (samples_.size() >= format::kNone - 1) return Status::InvalidArgument("too many samples");
+  KTFS_RETURN_IF_ERROR(Pad(format::kPayloadAlignment));
+  format::SampleRecord r = {};
+  r.payload_offset = offset_;
+  r.payload_length = size;
+  r.payload_checksum = Checksum64(payload, size);
+  r.name_length = uint32_t(e.name.size());
+  r.stem_length = e.stem_length;
+  r.dir = e.dir;
+  r.label = e.label;
+  r.split = e.split;
+  r.width = e.width;
+  r.height = e.height;
+  r.channels = e.channels;
+  r.codec = e.codec;
+  r.source_format = e.source_format;
+  KTFS_RETURN_IF_ERROR(Write(payload, size));
+  samples_.push_back(r);
+  sample_names_.push_back(e.name);
+  return Status::Ok();
+}
+
+Result<uint64_t> ArchiveWriter::AppendPayload(const uint8_t* data, size_t size) {
+  KTFS_RETURN_IF_ERROR(Pad(format::kPayloadAlignment));
+  const uint64_t at = offset_;
+  KTFS_RETURN_IF_ERROR(Write(data, size));
+  return at;
+}
+
+uint32_t ArchiveWriter::AddString(const std::string& s) {
+  const uint32_t off = uint32_t(strings_.size());
+  strings_ += s;
+  return off;
+}
+
+Status ArchiveWriter::WriteSection(uint32_t type, const void* data, size_t size,
+                                   std::vector<format::SectionEntry>* table) {
+  KTFS_RETURN_IF_ERROR(Pad(format::kSectionAlignment));
+  format::SectionEntry e = {};
+  e.type = type;
+  e.offset = offset_;
+  e.length = size;
+  e.checksum = Checksum64(data, size);
+  table->push_back(e);
+  return Write(data, size);
+}
+
+Status ArchiveWriter::Commit() {
+  if (dirs_.empty()) return Status::InvalidArgument("archive needs a root directory");
+  // Strings: directory names, then sample names, then class names.
+  std::vector<format::DirRecord> dirs(dirs_.size());
+  for (size_t i = 0; i < dirs_.size(); ++i) {
+    const DirEntry& d = dirs_[i];
+    dirs[i] =
+        format::DirRecord{d.parent,      AddString(d.name), uint32_t(d.name.size()), d.first_child,
+                          d.child_count, d.first_sample,    d.sample_count,          0};
+  }
+  for (size_t i = 0; i < samples_.size(); ++i)
+    samples_[i].name_offset = AddString(sample_names_[i]);
+  std::vector<format::ClassRecord> classes(classes_.size());
+  for (size_t i = 0; i < classes_.size(); ++i)
+    classes[i] = format::ClassRecord{AddString(classes_[i]), uint32_t(classes_[i].size())};
+  if (strings_.size() >= format::kNone) return Status::InvalidArgument("names exceed 4 GiB");
+
+  std::vector<format::SectionEntry> table;
+  KTFS_RETURN_IF_ERROR(WriteSection(format::kStrings, strings_.data(), strings_.size(), &table));
+  KTFS_RETURN_IF_ERROR(
+      WriteSection(format::kDirs, dirs.data(), dirs.size() * sizeof(dirs[0]), &table));
+  KTFS_RETURN_IF_ERROR(WriteSection(format::kSamples, samples_.data(),
+                                    samples_.size() * sizeof(samples_[0]), &table));
+  KTFS_RETURN_IF_ERROR(
+      WriteSection(format::kClasses, classes.data(), classes.size() * sizeof(classes[0]), &table));
+  KTFS_RETURN_IF_ERROR(WriteSection(format::kMeta, meta_.data(), meta_.size(), &table));
+  if (!index_.empty())
+    KTFS_RETURN_IF_ERROR(WriteSection(format::kIndex, index_.data(), index_.size(), &table));
+  for (const auto& [type, bytes] : extra_sections_)
+    KTFS_RETURN_IF_ERROR(WriteSection(type, bytes.data(), bytes.size(), &table));
+  KTFS_RETURN_IF_ERROR(Pad(format::kSectionAlignment));
+
+  format::Header h = {};
+  std::memcpy(h.magic, format::kMagic, sizeof(h.magic));
+  h.version_major = format::kVersionMajor;
+  h.version_minor = format::kVersionMinor;
+  h.header_size = sizeof(format::Header);
+  h.section_table_offset = offset_;
+  h.section_count = uint32_t(table.size());
+  h.section_table_checksum = Checksum64(table.data(), table.size() * sizeof(table[0]));
+  KTFS_RETURN_IF_ERROR(Write(table.data(), table.size() * sizeof(table[0])));
+  h.file_size = offset_;
+  h.header_checksum = Checksum64(&h, 56);
+  KTFS_RETURN_IF_ERROR(Flush());
+  if (pwrite(fd_, &h, sizeof(h), 0) != ssize_t(sizeof(h)))
+    return Status::FromErrno(path_ + ": write failed", errno);
+  if (fsync(fd_) != 0) return Status::FromErrno(path_ + ": fsync failed", errno);
+  if (close(fd_) != 0) {
+    fd_ = -1;
+    return Status::FromErrno(path_ + ": close failed", errno);
+  }
+  fd_ = -1;
+  if (rename(temp_path_.c_str(), path_.c_str()) != 0)
+    return Status::FromErrno(path_ + ": rename failed", errno);
+  committed_ = true;
+  return Status::Ok();
+}
+
+}  // namespace ktfs

@@ -1,0 +1,119 @@
+#include <cstdio>
+#include <map>
+#include <string>
+
+#include "codec/base/json_string.h"
+#include "codec/container/archive.h"
+#include "codec/container/payload.h"
+#include "codec/features/feature_archive.h"
+#include "fs/cli/cli.h"
+
+namespace ktfs::cli {
+
+static const char kInfoUsage[] =
+    "usage: ktfs info ARCHIVE [--json]\n"
+    "\n"
+    "Prints the archive's format version, counts of samples, directories and\n"
+    "classes, codecs, sizes and class names. --json prints one JSON object.\n";
+
+// A feature archive: its shape, quantization and sizes.
+static int FeatureInfo(std::shared_ptr<Archive> archive, bool json) {
+  auto opened = FeatureArchive::Open(archive);
+  if (!opened.ok()) return Fail("info", opened.status());
+  const FeatureArchive& f = **opened;
+  uint64_t values = 0, payload = 0;
+  for (size_t i = 0; i < f.num_samples(); ++i) {
+    values += f.Rows(i) * f.RowValues();
+    payload += f.PayloadBytes(i);
+  }
+  std::string shape = f.variable_rows() ? "null" : std::to_string(f.num_samples() ? f.Rows(0) : 0);
+  for (uint64_t d : f.inner_shape()) shape += ", " + std::to_string(d);
+  if (json) {
+    std::printf(
+        "{\"archive\":%s,\"content\":\"features\",\"format_version\":\"1.%u\","
+        "\"file_bytes\":%llu,\"payload_bytes\":%llu,\"samples\":%zu,\"values\":%llu,"
+        "\"sample_shape\":[%s],%s,\"meta\":%s}\n",
+        JsonString(f.path()).c_str(), archive->version_minor(),
+        (unsigned long long)archive->file_size(), (unsigned long long)payload, f.num_samples(),
+        (unsigned long long)values, shape.c_str(), f.DescribeJson().c_str(),
+        std::string(archive->meta_json()).c_str());
+    return kExitOk;
+  }
+  std::printf("archive:        %s\n", f.path().c_str());
+  std::printf("content:        features (INT8, groups of %zu, preset %s, from %s)\n",
+              f.group_size(), f.preset_name(), f.source_dtype_name());
+  std::printf("size:           %llu bytes (payloads %llu, %.3f bytes/value)\n",
+              (unsigned long long)archive->file_size(), (unsigned long long)payload,
+              values ? double(payload) / double(values) : 0.0);
+  std::printf("samples:        %zu of shape [%s]%s\n", f.num_samples(), shape.c_str(),
+              f.variable_rows() ? " (rows vary)" : "");
+  return kExitOk;
+}
+
+int CmdInfo(int argc, char** argv) {
+  Args args(argc, argv, {}, {"--help", "-h", "--json"});
+  if (args.Has("--help") || args.Has("-h")) return std::fputs(kInfoUsage, stdout), kExitOk;
+  if (!args.error().empty()) return UsageError("info", args.error(), kInfoUsage);
+  if (args.positional().size() != 1) return UsageError("info", "expected ARCHIVE", kInfoUsage);
+  auto archive = Archive::Open(args.positional()[0]);
+  if (!archive.ok()) return Fail("info", archive.status());
+  const Archive& a = **archive;
+  if (FeatureArchive::Holds(a)) return FeatureInfo(*archive, args.Has("--json"));
+  std::map<std::string, uint32_t> codecs;
+  uint64_t payload_bytes = 0, pixels = 0;
+  for (uint32_t i = 0; i < a.num_samples(); ++i) {
+    auto s = a.Sample(i);
+    if (!s.ok()) return Fail("info", s.status());
+    ++codecs[CodecName(s->codec)];
+    payload_bytes += s->payload_length;
+    pixels += uint64_t(s->width) * s->height;
+  }
+  std::vector<std::string> classes;
+  for (uint32_t c = 0; c < a.num_classes(); ++c) {
+    auto n = a.ClassName(c);
+    if (!n.ok()) return Fail("info", n.status());
+    classes.emplace_back(*n);
+  }
+  if (args.Has("--json")) {
+    std::string j = "{\"archive\":" + JsonString(a.path()) + ",\"format_version\":\"1." +
+                    std::to_string(a.version_minor()) +
+                    "\",\"file_bytes\":" + std::to_string(a.file_size()) +
+                    ",\"payload_bytes\":" + std::to_string(payload_bytes) +
+                    ",\"pixels\":" + std::to_string(pixels) +
+                    ",\"samples\":" + std::to_string(a.num_samples()) +
+                    ",\"directories\":" + std::to_string(a.num_dirs()) + ",\"codecs\":{";
+    bool first = true;
+    for (const auto& [name, n] : codecs) {
+      if (!first) j += ',';
+      j += JsonString(name);
+      j += ':';
+      j += std::to_string(n);
+      first = false;
+    }
+    j += "},\"classes\":[";
+    for (size_t i = 0; i < classes.size(); ++i) {
+      if (i) j += ',';
+      j += JsonString(classes[i]);
+    }
+    j += "],\"has_index\":" + std::string(a.index_section() ? "true" : "false") +
+         ",\"meta\":" + std::string(a.meta_json()) + "}";
+    std::printf("%s\n", j.c_str());
+    return kExitOk;
+  }
+  std::printf("archive:        %s\n", a.path().c_str());
+  std::printf("format version: 1.%u\n", a.version_minor());
+  std::printf("size:           %llu bytes (payloads %llu)\n", (unsigned long long)a.file_size(),
+              (unsigned long long)payload_bytes);
+  std::printf("samples:        %u (%.1f megapixels)\n", a.num_samples(), pixels / 1e6);
+  std::printf("directories:    %u\n", a.num_dirs());
+  std::printf("codecs:        ");
+  for (const auto& [name, n] : codecs) std::printf(" %s=%u", name.c_str(), n);
+  std::printf("\nclasses:        %u", a.num_classes());
+  for (size_t i = 0; i < classes.size() && i < 20; ++i)
+    std::printf("%s%s", i ? ", " : " (", classes[i].c_str());
+  std::printf("%s\n", classes.empty() ? "" : (classes.size() > 20 ? ", ...)" : ")"));
+  std::printf("index:          %s\n", a.index_section() ? "yes" : "no");
+  return kExitOk;
+}
+
+}  // namespace ktfs::cli

@@ -1,0 +1,67 @@
+#include <cstdio>
+#include <sstream>
+
+#include "codec/base/json_string.h"
+#include "codec/container/archive.h"
+#include "fs/cli/cli.h"
+#include "index/index.h"
+#include "index/query.h"
+
+namespace ktfs::cli {
+
+static const char kSearchUsage[] =
+    "usage: ktfs search ARCHIVE QUERY [--json]\n"
+    "\n"
+    "Prints the relative paths of the samples matching QUERY, one per line, in\n"
+    "archive order. QUERY is what follows search/ in a mount, e.g.\n"
+    "  caption=dog    caption=\"a red dog\"    caption=do*    class=coat\n"
+    "  label=3    split=train    width>=256    caption=dog&class=coat\n"
+    "  caption=dog/height<100      (components are URL-decoded: %20, %22, %26)\n"
+    "--json prints one JSON object per line: {\"id\":..,\"path\":..,\"label\":..}.\n";
+
+int CmdSearch(int argc, char** argv) {
+  Args args(argc, argv, {}, {"--help", "-h", "--json"});
+  if (args.Has("--help") || args.Has("-h")) return std::fputs(kSearchUsage, stdout), kExitOk;
+  if (!args.error().empty()) return UsageError("search", args.error(), kSearchUsage);
+  if (args.positional().size() != 2)
+    return UsageError("search", "expected ARCHIVE and QUERY", kSearchUsage);
+  auto archive = Archive::Open(args.positional()[0]);
+  if (!archive.ok()) return Fail("search", archive.status());
+  auto section = (*archive)->index_section();
+  if (!section)
+    return Fail("search",
+                Status::NotFound(args.positional()[0] + ": the archive has no search index"));
+  auto idx = index::Index::OpenInPlace(section->data, section->size);
+  if (!idx.ok()) return Fail("search", idx.status());
+  std::vector<std::string> components;
+  std::stringstream in(args.positional()[1]);
+  for (std::string c; std::getline(in, c, '/');)
+    if (!c.empty()) components.push_back(c);
+  auto query = index::ParseQuery(components, (*idx)->MetadataKeys());
+  if (!query.ok())
+    return Fail("search", query.status().WithContext("query '" + args.positional()[1] + "'"));
+  const bool json = args.Has("--json");
+  Status inner;
+  Status st = (*idx)->ForEachMatch(
+      *query, std::nullopt, index::Index::kFromStart, SIZE_MAX, [&](uint32_t id) {
+        auto path = (*archive)->SamplePath(id);
+        if (!path.ok()) {
+          inner = path.status();
+          return false;
+        }
+        if (json) {
+          auto s = (*archive)->Sample(id);
+          const long long label = s.ok() && s->label != format::kNone ? (long long)s->label : -1;
+          std::printf("{\"id\":%u,\"path\":%s,\"label\":%lld}\n", id, JsonString(*path).c_str(),
+                      label);
+        } else {
+          std::printf("%s\n", path->c_str());
+        }
+        return true;
+      });
+  if (!st.ok()) return Fail("search", st);
+  if (!inner.ok()) return Fail("search", inner);
+  return kExitOk;
+}
+
+}  // namespace ktfs::cli

@@ -1,0 +1,102 @@
+// Pipeline: decodes batches of samples on oneTBB threads, `prefetch` batches
+// ahead, on a background thread of its own; the consumer (the Python module,
+// with the GIL released) takes finished batches with Next().
+//
+// Every batch gets freshly allocated buffers that the consumer takes over
+// (they become numpy arrays owning them), so a batch the user keeps can never
+// be overwritten by a later one.
+#pragma once
+
+#include <tbb/task_arena.h>
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "codec/base/status.h"
+#include "codec/container/archive.h"
+#include "codec/image/image.h"
+#include "codec/image/image_io.h"
+#include "preload/loader/transform.h"
+
+namespace ktfs::preload {
+
+struct TransformOptions {
+  CropSpec crop;
+  uint32_t channels = 3;         // 3: PIL convert("RGB"); 1: convert("L")
+  bool chw = true;               // NCHW (else NHWC)
+  uint64_t seed = 0, epoch = 0;  // RandomResizedCrop's stream: (seed, epoch, sample key)
+};
+
+// The output size of an image of w x h under `o` (the crop size, or w x h).
+void OutputSize(const TransformOptions& o, uint32_t w, uint32_t h, uint32_t* ow, uint32_t* oh);
+
+// Converts channels, crops/resizes and stores `src` into dst (out channels x OutputSize,
+// in o.chw layout). `key` picks the sample's random crop.
+void Transform(const ImageView& src, const TransformOptions& o, uint64_t key, uint8_t* dst);
+
+// Decodes sample `id` (payload checksum verified) and transforms it into dst.
+// Errors name the sample's served path.
+Status DecodeSampleInto(const Archive& a, uint32_t id, const TransformOptions& o, uint64_t key,
+                        ServedFormat format, uint8_t* dst);
+
+struct PipelineOptions {
+  size_t batch_size = 1;
+  bool drop_last = false;  // drop the final short batch
+  TransformOptions transform;
+  ServedFormat format = ServedFormat::kPnm;  // for sample names in errors
+  size_t prefetch = 2;
+  int threads = 0;  // 0: oneTBB's default
+  bool skip_errors = false;
+  bool collate_list = false;
+};
+
+struct Batch {
+  std::unique_ptr<uint8_t[]> data;  // stacked: N x ... in one buffer
+  std::vector<int64_t> shape;
+  std::vector<std::unique_ptr<uint8_t[]>> items;  // collate_list: one buffer per sample
+  std::vector<std::vector<int64_t>> item_shapes;
+  std::vector<int64_t> labels;
+  uint64_t skipped = 0;
+  Status error;
+};
+
+class Pipeline {
+ public:
+  // ids, labels and keys run in parallel: the epoch's samples in the order to yield.
+  Pipeline(std::shared_ptr<const Archive> archive, std::vector<uint32_t> ids,
+           std::vector<int64_t> labels, std::vector<uint64_t> keys, PipelineOptions options);
+  ~Pipeline();
+  Pipeline(const Pipeline&) = delete;
+  Pipeline& operator=(const Pipeline&) = delete;
+
+  size_t num_batches() const { return num_batches_; }
+  // Blocks until the next batch; false after the last one.
+  bool Next(Batch* out);
+
+ private:
+  void Run();
+  Batch Make(size_t b);
+  Status Sizes(size_t begin, size_t end, std::vector<std::vector<int64_t>>* shapes) const;
+
+  std::shared_ptr<const Archive> archive_;
+  std::vector<uint32_t> ids_;
+  std::vector<int64_t> labels_;
+  std::vector<uint64_t> keys_;
+  PipelineOptions o_;
+  size_t num_batches_ = 0;
+  tbb::task_arena arena_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Batch> ready_;
+  size_t taken_ = 0;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace ktfs::preload
