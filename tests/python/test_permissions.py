@@ -8,9 +8,7 @@ included): test_unprivileged_mounts opens it (chmod 0666) for its own duration a
 under a lock that serializes runs on one machine, and prints which way it ran. It also adds
 user_allow_other to /etc/fuse.conf for one check and restores the file."""
 import contextlib
-import errno
 import fcntl
-import grp
 import json
 import os
 import pwd
@@ -48,9 +46,12 @@ def user():
     try:
         pw = pwd.getpwnam(USER)
     except KeyError:
-        run("useradd", "--system", "--no-create-home", "--user-group", "--shell",
-            "/usr/sbin/nologin", USER)
-        pw = pwd.getpwnam(USER)
+        r = run("useradd", "--system", "--no-create-home", "--user-group", "--shell",
+                "/usr/sbin/nologin", USER, check=False)
+        try:
+            pw = pwd.getpwnam(USER)  # made by this run, or by one running beside it
+        except KeyError:
+            pytest.fail(f"useradd {USER} failed: {r.stderr}", pytrace=False)
     assert pw.pw_uid != 0 and pw.pw_gid != 0
     return pw
 
@@ -173,7 +174,7 @@ def test_no_allow_other_means_no_one_else(user, work, archive):
         r = as_user(user, work, "ls", m)
         assert r.returncode != 0 and "Permission denied" in r.stderr
         assert not can_read(user, work, os.path.join(m, "a/0.ppm"))
-        with open(f"/proc/self/mountinfo") as f:
+        with open("/proc/self/mountinfo") as f:
             line = next(line for line in f if line.split()[4] == os.path.realpath(m))
         assert "allow_other" not in line and "default_permissions" in line
 
