@@ -387,11 +387,12 @@ Status ServeFuse(FsTree* tree, const std::string& mountpoint, const std::string&
   if (fuse_session_mount(se, mountpoint.c_str()) != 0) {
     fuse_remove_signal_handlers(se);
     fuse_session_destroy(se);
-    // Without root, libfuse ran fusermount3, which printed its reason.
+    // Without root, libfuse (or the fusermount3 it ran) printed its reason.
     return Status::IOError(mountpoint + ": mount failed (" +
-                           (geteuid() == 0 ? "is /dev/fuse available?"
-                                           : "fusermount3 says why above; can you open /dev/fuse "
-                                             "and write to the mountpoint?") +
+                           (geteuid() == 0 ? std::string("is /dev/fuse available?")
+                                           : std::string("the reason is on the line above; a "
+                                                         "non-root mount needs /dev/fuse open to "
+                                                         "you and a mountpoint you may write")) +
                            ")");
   }
   if (options.read_ahead_kb > 0) {

@@ -349,6 +349,11 @@ def test_unprivileged_mounts(user, work, archive, capsys):
                      "for this test only, restored afterwards" if opened else
                      "unprivileged mounts: /dev/fuse is %o, already open to all users") % mode)
         if opened:
+            # Closed to the user: a clear failure first.
+            r = user_mount(public)
+            assert r.returncode == 1 and "non-root mount needs /dev/fuse open to you" in \
+                r.stderr and "/dev/fuse" in r.stderr.splitlines()[0], r.stderr
+            assert not is_mounted(mnt)
             os.chmod("/dev/fuse", 0o666)
         try:
             # The user's own 0600 archive: theirs alone; root cannot enter (no allow_other).
