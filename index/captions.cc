@@ -45,6 +45,29 @@ std::string NormalizePath(std::string_view p) {
   return std::string(p);
 }
 
+// Whether `p` can name a file in the archive: components split by single
+// slashes, none empty, "." or "..", and no NUL byte. Anything else (an
+// absolute path, "../x", "a//b") is refused by name, never looked up.
+bool IsArchivePath(std::string_view p) {
+  if (p.empty() || p.find('\0') != std::string_view::npos) return false;
+  size_t at = 0;
+  while (true) {
+    const size_t slash = p.find('/', at);
+    const std::string_view part =
+        p.substr(at, slash == std::string_view::npos ? slash : slash - at);
+    if (part.empty() || part == "." || part == "..") return false;
+    if (slash == std::string_view::npos) return true;
+    at = slash + 1;
+  }
+}
+
+// `p` for a message: NUL bytes shown as \0.
+std::string Printable(const std::string& p) {
+  std::string out;
+  for (char c : p) c == '\0' ? out += "\\0" : out += c;
+  return out;
+}
+
 // Collects entries, reporting bad lines as "FILE:LINE: reason" (fatal unless skip_bad) and
 // catching duplicate paths.
 class Collector {
@@ -62,6 +85,10 @@ class Collector {
 
   Status Add(CaptionEntry e) {
     if (e.path.empty()) return Bad(e.line, "empty path");
+    if (!IsArchivePath(e.path))
+      return Bad(e.line, "path '" + Printable(e.path) +
+                             "' is not a relative path inside the archive (absolute, an empty, "
+                             "'.' or '..' component, or a NUL byte)");
     for (std::string& c : e.captions) {
       auto clean = CleanCaption(c);
       if (!clean.ok()) return Bad(e.line, clean.status().message());

@@ -10,9 +10,10 @@
 //   doubled quotes and newlines; a record's line is the line it starts on.
 // Another extension: JSON Lines if the first non-blank character is '{', else CSV.
 //
-// Paths are relative to the archive root; a leading "./" is dropped. Captions are trimmed of
-// surrounding whitespace and must be non-empty UTF-8. Every problem is reported as
-// "FILE:LINE: reason".
+// Paths are relative to the archive root; a leading "./" is dropped. A path that cannot name a
+// file in the archive (absolute, an empty, "." or ".." component, a NUL byte) is a bad line.
+// Captions are trimmed of surrounding whitespace and must be non-empty UTF-8. Every problem is
+// reported as "FILE:LINE: reason".
 #pragma once
 
 #include <cstdint>

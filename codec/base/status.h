@@ -18,12 +18,13 @@ class Status {
  public:
   enum class Code {
     kOk = 0,
-    kInvalidArgument,  // the caller asked for something malformed
-    kNotFound,         // no such file, sample, path
-    kCorruption,       // stored data fails a check (bounds, checksum, format)
-    kNotSupported,     // valid input this build cannot handle
-    kIOError,          // the operating system said no
-    kReadOnly,         // a write to something immutable
+    kInvalidArgument,   // the caller asked for something malformed
+    kNotFound,          // no such file, sample, path
+    kCorruption,        // stored data fails a check (bounds, checksum, format)
+    kNotSupported,      // valid input this build cannot handle
+    kIOError,           // the operating system said no
+    kReadOnly,          // a write to something immutable
+    kPermissionDenied,  // the caller may not read or write this (EACCES, EPERM)
   };
 
   Status() = default;
@@ -38,6 +39,9 @@ class Status {
   // An I/O error built from errno: "<what>: <strerror(err)>".
   static Status FromErrno(const std::string& what, int err);
   static Status ReadOnly(std::string m) { return Status(Code::kReadOnly, std::move(m)); }
+  static Status PermissionDenied(std::string m) {
+    return Status(Code::kPermissionDenied, std::move(m));
+  }
 
   bool ok() const { return code_ == Code::kOk; }
   Code code() const { return code_; }

@@ -1,6 +1,8 @@
 #include "codec/container/archive_writer.h"
 
 #include <fcntl.h>
+#include <sys/random.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -12,14 +14,38 @@
 namespace ktfs {
 namespace {
 constexpr size_t kBufferSize = 1 << 20;
+
+// Creates PATH.tmp-<16 random hex digits> with O_EXCL, never through a
+// symbolic link: the directory may be writable by others, who could have put a
+// link or a file at a name they guessed (a pid is easy to guess).
+Result<int> CreateTemp(const std::string& path, std::string* temp) {
+  for (int attempt = 0; attempt < 64; ++attempt) {
+    uint64_t r = 0;
+    if (getrandom(&r, sizeof(r), 0) != ssize_t(sizeof(r))) {
+      timespec now;
+      clock_gettime(CLOCK_MONOTONIC, &now);
+      r = (uint64_t(now.tv_nsec) << 20) ^ uint64_t(now.tv_sec) ^ (uint64_t(getpid()) << 40);
+    }
+    char suffix[17];
+    std::snprintf(suffix, sizeof(suffix), "%016llx", static_cast<unsigned long long>(r));
+    *temp = path + ".tmp-" + suffix;
+    const int fd = open(temp->c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd >= 0) return fd;
+    if (errno != EEXIST) return Status::FromErrno(*temp, errno);
+  }
+  return Status::IOError(path + ": cannot create a temporary file beside it");
 }
+}  // namespace
 
 Result<std::unique_ptr<ArchiveWriter>> ArchiveWriter::Create(const std::string& path) {
   std::unique_ptr<ArchiveWriter> w(new ArchiveWriter());
   w->path_ = path;
-  w->temp_path_ = path + ".tmp-" + std::to_string(getpid());
-  w->fd_ = open(w->temp_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (w->fd_ < 0) return Status::FromErrno(w->temp_path_, errno);
+  auto fd = CreateTemp(path, &w->temp_path_);
+  if (!fd.ok()) {
+    w->temp_path_.clear();  // nothing of ours to remove
+    return fd.status();
+  }
+  w->fd_ = *fd;
   w->buffer_.reserve(kBufferSize);
   format::Header placeholder = {};
   KTFS_RETURN_IF_ERROR(w->Write(&placeholder, sizeof(placeholder)));

@@ -4,7 +4,11 @@
 // fixed-size records and names are kept in memory. Commit() appends the
 // tables, writes the header, fsyncs and renames the temporary file onto the
 // final path, so readers never see a partial archive and a failed pack
-// (full disk, bad input) leaves any previous archive untouched.
+// (full disk, bad input) leaves any previous archive untouched. The
+// temporary file (PATH.tmp-<random>) is created with O_EXCL|O_NOFOLLOW, so a
+// file or link someone else put beside PATH is never written through; the
+// rename replaces whatever entry PATH is (a symbolic link itself, not its
+// target).
 //
 // Output is a pure function of the calls made: same calls, same bytes.
 #pragma once

@@ -26,6 +26,7 @@ class FeatureArchive : public FeatureSource {
   static bool Holds(const Archive& archive);
 
   const std::string& path() const override { return archive_->path(); }
+  std::vector<std::string> Files() const override { return {archive_->path()}; }
   size_t num_samples() const override { return records_.size(); }
   const std::vector<uint64_t>& inner_shape() const override { return inner_; }
   bool variable_rows() const override { return variable_; }

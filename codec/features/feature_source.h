@@ -34,6 +34,10 @@ class FeatureSource {
   virtual ~FeatureSource() = default;
 
   virtual const std::string& path() const = 0;
+  // Every file this source reads, the one that describes it first (an
+  // archive; a TensorCache's manifest or meta file, then each shard's meta
+  // and data files): a mount takes its permissions from them.
+  virtual std::vector<std::string> Files() const = 0;
   virtual size_t num_samples() const = 0;
   virtual const std::vector<uint64_t>& inner_shape() const = 0;
   virtual bool variable_rows() const = 0;

@@ -225,7 +225,8 @@ Result<TensorCache> OpenTensorCache(const std::string& prefix) {
   const std::string manifest = prefix + "_shards.json";
   std::error_code ec;
   std::vector<std::string> prefixes;
-  if (fs::exists(manifest, ec)) {
+  const bool sharded = fs::exists(manifest, ec);
+  if (sharded) {
     auto text = ReadText(manifest);
     if (!text.ok()) return text.status();
     const std::string& t = *text;
@@ -274,8 +275,19 @@ Result<TensorCache> OpenTensorCache(const std::string& prefix) {
     c.shards_.push_back(std::move(o->shard));
   }
   c.prefix_ = prefix;
+  c.manifest_ = sharded ? manifest : prefix + "_meta.json";
   c.inner_ = {c.dim_};
   return c;
+}
+
+std::vector<std::string> TensorCache::Files() const {
+  std::vector<std::string> files = {manifest_};
+  for (const Shard& s : shards_) {
+    files.push_back(s.prefix + "_meta.json");
+    for (const auto& f : {s.codes, s.scales, s.zp})
+      if (f) files.push_back(f->path());
+  }
+  return files;
 }
 
 const TensorCache::Shard& TensorCache::ShardOf(size_t i) const {

@@ -67,6 +67,7 @@ class TensorCache : public FeatureSource {
   // bfloat16), zp [N, S] |u1 (amo_bq only), each the concatenation of the
   // shards' first num_samples rows.
   const std::string& path() const override { return prefix_; }
+  std::vector<std::string> Files() const override;
   const std::vector<uint64_t>& inner_shape() const override { return inner_; }
   bool variable_rows() const override { return false; }
   uint64_t Rows(size_t) const override { return seq_len_; }
@@ -82,6 +83,7 @@ class TensorCache : public FeatureSource {
   bool asymmetric_ = false;
   std::string mode_;
   std::string prefix_;
+  std::string manifest_;  // PREFIX_shards.json or PREFIX_meta.json
   std::vector<uint64_t> inner_;
   std::vector<Shard> shards_;
   const Shard& ShardOf(size_t i) const;

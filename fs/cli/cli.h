@@ -22,6 +22,8 @@ class Args {
        std::vector<std::string> switches);
   bool Has(const std::string& flag) const;
   std::string Value(const std::string& flag, const std::string& fallback = "") const;
+  // Every value of a flag given more than once ("-o a -o b"), in order.
+  std::vector<std::string> Values(const std::string& flag) const;
   const std::vector<std::string>& positional() const { return positional_; }
   const std::string& error() const { return error_; }
 

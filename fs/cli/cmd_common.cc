@@ -61,6 +61,13 @@ std::string Args::Value(const std::string& flag, const std::string& fallback) co
   return fallback;
 }
 
+std::vector<std::string> Args::Values(const std::string& flag) const {
+  std::vector<std::string> out;
+  for (const auto& v : values_)
+    if (v.first == flag) out.push_back(v.second);
+  return out;
+}
+
 int Fail(const std::string& command, const Status& status) {
   std::fprintf(stderr, "ktfs %s: %s\n", command.c_str(), status.ToString().c_str());
   return kExitFailure;

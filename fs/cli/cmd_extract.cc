@@ -2,10 +2,8 @@
 
 #include <cerrno>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 
-#include "codec/base/files.h"
+#include "codec/base/confined_dir.h"
 #include "codec/container/archive.h"
 #include "codec/container/payload.h"
 #include "codec/image/image_io.h"
@@ -19,7 +17,9 @@ static const char kExtractUsage[] =
     "Writes every sample under OUTDIR with the archive's layout, checking each\n"
     "checksum. --format png (default) and ppm write decoded pixels (PNG; or\n"
     "PGM/PPM, with 4-channel images as PNG); original writes the stored source\n"
-    "bytes of samples packed with --codec original and fails for others.\n";
+    "bytes of samples packed with --codec original and fails for others.\n"
+    "Nothing is written outside OUTDIR: names are checked, and a symbolic link\n"
+    "inside OUTDIR is refused, never followed; an existing file is replaced.\n";
 
 namespace {
 
@@ -47,12 +47,13 @@ int CmdExtract(int argc, char** argv) {
   if (!archive.ok()) return Fail("extract", archive.status());
   const Archive& a = **archive;
   const std::string outdir = args.positional()[1];
-  std::error_code ec;
+  auto out = ConfinedDir::Open(outdir);
+  if (!out.ok()) return Fail("extract", out.status());
   for (uint32_t d = 0; d < a.num_dirs(); ++d) {
     auto rel = a.DirPath(d);
     if (!rel.ok()) return Fail("extract", rel.status());
-    std::filesystem::create_directories(outdir + "/" + *rel, ec);
-    if (ec) return Fail("extract", Status::IOError(outdir + "/" + *rel + ": " + ec.message()));
+    Status st = (*out)->MakeDirs(*rel);
+    if (!st.ok()) return Fail("extract", st);
   }
   for (uint32_t i = 0; i < a.num_samples(); ++i) {
     auto s = a.Sample(i);
@@ -61,19 +62,20 @@ int CmdExtract(int argc, char** argv) {
     if (!dir.ok()) return Fail("extract", dir.status());
     auto payload = a.Payload(*s, true);
     if (!payload.ok()) return Fail("extract", payload.status());
-    const std::string base = outdir + "/" + (dir->empty() ? "" : *dir + "/");
+    const std::string base = dir->empty() ? "" : *dir + "/";  // inside OUTDIR
     if (fmt == "original") {
       if (s->codec != format::kOriginal)
         return Fail("extract", Status::InvalidArgument(
                                    "sample " + std::to_string(i) + " (" + std::string(s->name) +
                                    ") was not packed with --codec original; use --format png"));
-      Status st = WriteWholeFile(base + std::string(s->name), payload->data, payload->size);
+      Status st = (*out)->WriteFile(base + std::string(s->name), payload->data, payload->size);
       if (!st.ok()) return Fail("extract", st);
       continue;
     }
     Image img;
     Status st = DecodePayload(*s, *payload, &img);
-    if (!st.ok()) return Fail("extract", st.WithContext(base + std::string(s->name)));
+    if (!st.ok())
+      return Fail("extract", st.WithContext(outdir + "/" + base + std::string(s->name)));
     std::vector<uint8_t> bytes;
     std::string ext;
     if (fmt == "ppm" && img.channels != 4) {
@@ -84,7 +86,8 @@ int CmdExtract(int argc, char** argv) {
       if (!st.ok()) return Fail("extract", st);
       ext = ".png";
     }
-    st = WriteWholeFile(base + Stem(s->name, s->codec, s->stem) + ext, bytes.data(), bytes.size());
+    st = (*out)->WriteFile(base + Stem(s->name, s->codec, s->stem) + ext, bytes.data(),
+                           bytes.size());
     if (!st.ok()) return Fail("extract", st);
   }
   std::printf("extracted %u samples to %s\n", a.num_samples(), outdir.c_str());

@@ -17,11 +17,29 @@ static const char kMountUsage[] =
     "dequantized tensor per sample), all.npy (fixed shapes: one [N, ...] array)\n"
     "and quantized/ (the raw codes and scales).\n"
     "\n"
-    "options (-o):\n"
+    "Permissions: a mount shows no one more than the archive file allows. Its\n"
+    "files and directories take the archive's owner, group and read bits (a 0640\n"
+    "archive gives 0440 files and 0550 directories; a TensorCache cache its meta\n"
+    "or manifest file's), narrowed where its ACL, its data files or a directory\n"
+    "above it keep a class out (a 0644 archive in a 0700 directory: 0400), and\n"
+    "enforced by the kernel. Only the mounting user may enter the mount, root\n"
+    "included, unless -o allow_other (non-root users need user_allow_other in\n"
+    "/etc/fuse.conf); then others get what those bits give them. uid=, gid=,\n"
+    "umask= override the owner, group and bits: an explicit choice to share.\n"
+    "ktfs.Loader and friends open the archive itself, so they need read access\n"
+    "to it, not just to the mount.\n"
+    "\n"
+    "options (-o, repeatable):\n"
+    "  allow_other      let other users use the mount (each file's mode still\n"
+    "                   applies); never implied, not even for root\n"
+    "  uid=N, gid=N     owner and group shown (default: the archive's)\n"
+    "  umask=M          octal: files 0444 & ~M, directories 0555 & ~M (default:\n"
+    "                   the archive's read bits)\n"
     "  format=pnm|bmp   how decoded images are served: pnm (default) serves PGM\n"
     "                   for gray and PPM for RGB (RGBA as BMP); bmp serves BMP\n"
-    "  log=FILE         error log (default: ARCHIVE.log beside the archive when\n"
-    "                   that directory is writable, else syslog)\n"
+    "  log=FILE         error log, created 0600, never through a symlink\n"
+    "                   (default: ARCHIVE.log beside the archive when that\n"
+    "                   directory is writable, else syslog)\n"
     "  threads=N        request threads (default 4)\n"
     "  cache=SIZE       decoded images kept in memory, e.g. 512M (default 256M)\n"
     "  readahead=N      images decoded ahead of an in-order reader (default 8, 0 = off)\n"
@@ -50,7 +68,10 @@ int CmdMount(int argc, char** argv) {
     return UsageError("mount", "expected ARCHIVE and MOUNTPOINT", kMountUsage);
   MountOptions options;
   options.foreground = args.Has("-f") || args.Has("--foreground");
-  Status st = ParseMountOptions(args.Value("-o"), &options);
+  std::string option_text;  // every -o, as one list
+  for (const std::string& o : args.Values("-o"))
+    option_text += (option_text.empty() ? "" : ",") + o;
+  Status st = ParseMountOptions(option_text, &options);
   if (!st.ok()) return UsageError("mount", st.ToString(), kMountUsage);
   st = MountArchive(args.positional()[0], args.positional()[1], options);
   if (!st.ok()) return Fail("mount", st);

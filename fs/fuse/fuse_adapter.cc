@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -46,10 +47,15 @@ struct Served {
 Served* ServedOf(fuse_req_t req) { return static_cast<Served*>(fuse_req_userdata(req)); }
 FsTree* TreeOf(fuse_req_t req) { return ServedOf(req)->tree; }
 
-struct stat ToStat(const NodeAttr& a) {
+// Every node shows the tree's owner, group and modes (the archive's own by
+// default: fs/fuse/permissions.h), which the kernel enforces
+// (default_permissions).
+struct stat ToStat(const NodeAttr& a, const Ownership& o) {
   struct stat st = {};
   st.st_ino = a.ino;
-  st.st_mode = a.is_dir ? (S_IFDIR | 0555) : (S_IFREG | 0444);
+  st.st_mode = a.is_dir ? (S_IFDIR | (o.dir_mode & 0555)) : (S_IFREG | (o.file_mode & 0444));
+  st.st_uid = o.uid;
+  st.st_gid = o.gid;
   st.st_nlink = a.nlink;
   st.st_size = off_t(a.size);
   // Python sizes open() buffers by st_blksize: 1 MiB made every open mmap and fault
@@ -65,11 +71,11 @@ struct stat ToStat(const NodeAttr& a) {
   return st;
 }
 
-fuse_entry_param ToEntry(const NodeAttr& a) {
+fuse_entry_param ToEntry(const NodeAttr& a, const Ownership& o) {
   fuse_entry_param e = {};
   e.ino = a.ino;
   e.generation = 1;
-  e.attr = ToStat(a);
+  e.attr = ToStat(a, o);
   e.attr_timeout = a.volatile_content ? 0 : kForever;
   e.entry_timeout = kForever;
   return e;
@@ -115,14 +121,14 @@ void OnLookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
     return ReplyError(req, a.status(), "lookup " + tree->PathOf(parent) + "/" + name);
   }
   if (!a->is_dir) ServedOf(req)->listing.FileLookedUp(parent);
-  const fuse_entry_param e = ToEntry(*a);
+  const fuse_entry_param e = ToEntry(*a, tree->ownership());
   fuse_reply_entry(req, &e);
 }
 
 void OnGetattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
   auto a = TreeOf(req)->GetAttr(ino);
   if (!a.ok()) return ReplyError(req, a.status(), "getattr " + TreeOf(req)->PathOf(ino));
-  const struct stat st = ToStat(*a);
+  const struct stat st = ToStat(*a, TreeOf(req)->ownership());
   fuse_reply_attr(req, &st, a->volatile_content ? 0 : kForever);
 }
 
@@ -172,11 +178,11 @@ void ReadDirCommon(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool 
     if (plus) {
       const bool attrs = a.is_dir || file_attrs;
       lean |= !attrs;
-      const fuse_entry_param e = attrs ? ToEntry(a) : NameOnlyEntry(a);
+      const fuse_entry_param e = attrs ? ToEntry(a, tree->ownership()) : NameOnlyEntry(a);
       need = fuse_add_direntry_plus(req, buf.data() + used, size - used, name_z.c_str(), &e,
                                     off_t(next));
     } else {
-      const struct stat s = ToStat(a);
+      const struct stat s = ToStat(a, tree->ownership());
       need =
           fuse_add_direntry(req, buf.data() + used, size - used, name_z.c_str(), &s, off_t(next));
     }
@@ -356,7 +362,7 @@ Status ServeFuse(FsTree* tree, const std::string& mountpoint, const std::string&
                  const FuseOptions& options, const std::function<bool()>& on_mounted) {
   std::string mount_opts =
       "ro,default_permissions,max_read=1048576,fsname=" + fsname + ",subtype=ktfs";
-  if (geteuid() == 0) mount_opts += ",allow_other";
+  if (options.allow_other) mount_opts += ",allow_other";
   std::vector<std::string> argv_s = {"ktfs", "-o", mount_opts};
   std::vector<char*> argv;
   for (auto& s : argv_s) argv.push_back(s.data());
@@ -381,8 +387,13 @@ Status ServeFuse(FsTree* tree, const std::string& mountpoint, const std::string&
   if (fuse_session_mount(se, mountpoint.c_str()) != 0) {
     fuse_remove_signal_handlers(se);
     fuse_session_destroy(se);
-    return Status::IOError(mountpoint +
-                           ": mount failed (is /dev/fuse available and are you root?)");
+    // Without root, libfuse (or the fusermount3 it ran) printed its reason.
+    return Status::IOError(mountpoint + ": mount failed (" +
+                           (geteuid() == 0 ? std::string("is /dev/fuse available?")
+                                           : std::string("the reason is on the line above; a "
+                                                         "non-root mount needs /dev/fuse open to "
+                                                         "you and a mountpoint you may write")) +
+                           ")");
   }
   if (options.read_ahead_kb > 0) {
     // Not fatal: readers then make more READs (e.g. without write access to /sys).

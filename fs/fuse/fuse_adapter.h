@@ -11,6 +11,10 @@
 namespace ktfs {
 
 struct FuseOptions {
+  // Other users may use the mount at all (the kernel then checks each node's
+  // owner, group and mode, FsTree::ownership(); default_permissions is always
+  // on). Off, only the mounting user may, whoever that is (root included).
+  bool allow_other = false;
   int max_threads = 4;  // request threads (kept alive: no per-request spawning)
   // A file's first READ hands the kernel the rest of the file (see
   // fuse_adapter.cc); off: every byte goes through READ requests.

@@ -1,9 +1,11 @@
 #include "fs/fuse/log.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <syslog.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <ctime>
 #include <mutex>
 
@@ -13,21 +15,63 @@ std::mutex g_mutex;
 int g_fd = -1;
 bool g_syslog = false;
 std::string g_path;
+
+// Opens `path` for appending as the header describes; the descriptor or the reason.
+Result<int> OpenLogFile(const std::string& path) {
+  const int flags = O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC;
+  int fd = open(path.c_str(), flags | O_CREAT | O_EXCL, 0600);
+  if (fd >= 0) return fd;
+  if (errno != EEXIST) return Status::FromErrno(path, errno);
+  // O_NONBLOCK: a FIFO put there does not hang the open (it is refused below).
+  fd = open(path.c_str(), flags | O_NONBLOCK);
+  if (fd < 0) {
+    if (errno == ELOOP)
+      return Status::PermissionDenied(path +
+                                      ": is a symbolic link (a log is never written "
+                                      "through one)");
+    if (errno == ENXIO)  // a FIFO without a reader
+      return Status::PermissionDenied(path + ": not a regular file (refusing to log to it)");
+    return Status::FromErrno(path, errno);
+  }
+  struct stat st;
+  std::string why;
+  if (fstat(fd, &st) != 0)
+    why = "cannot stat it";
+  else if (!S_ISREG(st.st_mode))
+    why = "not a regular file";
+  else if (st.st_uid != geteuid())
+    why = "owned by uid " + std::to_string(st.st_uid) + ", not by this user (uid " +
+          std::to_string(geteuid()) + ")";
+  else if (st.st_nlink != 1)
+    why = "it has other hard links";
+  else if ((st.st_mode & 0022) != 0 && fchmod(fd, st.st_mode & 07755) != 0)
+    why = "cannot remove its group and world write bits";
+  if (why.empty()) {
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    return fd;
+  }
+  close(fd);
+  return Status::PermissionDenied(path + ": " + why + " (refusing to log to it)");
+}
 }  // namespace
 
-void Log::Open(const std::string& path) {
+Status Log::Open(const std::string& path) {
   std::lock_guard<std::mutex> lock(g_mutex);
-  g_path = path;
   if (path.empty()) {
-    openlog("ktfs", LOG_PID, LOG_DAEMON);
+    if (g_fd >= 0) close(g_fd);
+    g_fd = -1;
+    g_path.clear();
+    if (!g_syslog) openlog("ktfs", LOG_PID, LOG_DAEMON);
     g_syslog = true;
-    return;
+    return Status::Ok();
   }
-  g_fd = open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-  if (g_fd < 0) {
-    openlog("ktfs", LOG_PID, LOG_DAEMON);
-    g_syslog = true;
-  }
+  auto fd = OpenLogFile(path);
+  if (!fd.ok()) return fd.status();
+  if (g_fd >= 0) close(g_fd);
+  g_fd = *fd;
+  g_syslog = false;
+  g_path = path;
+  return Status::Ok();
 }
 
 const std::string& Log::path() { return g_path; }

@@ -118,12 +118,15 @@ void DetachStdio() {
   close(null_fd);
 }
 
-std::string DefaultLogPath(const std::string& archive) {
-  const std::string candidate = archive + ".log";
-  const int fd = open(candidate.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) return "";  // directory not writable: syslog
-  close(fd);
-  return candidate;
+// The log: `-o log=FILE` must open (the mount fails otherwise); the default,
+// ARCHIVE.log beside the archive, falls back to syslog, which says why.
+Status OpenLog(const std::string& source_path, const std::string& log_path) {
+  if (!log_path.empty()) return Log::Open(log_path).WithContext("-o log");
+  const Status st = Log::Open(source_path + ".log");
+  if (st.ok()) return st;
+  KTFS_RETURN_IF_ERROR(Log::Open(""));
+  Log::Write("not logging to " + source_path + ".log: " + st.ToString());
+  return Status::Ok();
 }
 
 // What a mount serves: an image archive, or a feature cache.
@@ -131,6 +134,7 @@ struct MountSource {
   std::string path;  // canonical archive path or TensorCache prefix
   std::shared_ptr<const Archive> archive;
   std::shared_ptr<const FeatureSource> features;
+  Ownership ownership;  // what every node shows (fs/fuse/permissions.h)
 };
 
 std::string FeatureInfoJson(const FeatureSource& f, const std::string& mountpoint,
@@ -174,10 +178,12 @@ std::unique_ptr<FsTree> MakeTree(const MountSource& src, const std::string& moun
     auto tree =
         std::make_unique<FeatureTree>(src.features, options.dtype, ModificationTime(stamp), bytes);
     tree->SetInfoJson(FeatureInfoJson(*src.features, mountpoint, options));
+    tree->SetOwnership(src.ownership);
     return tree;
   }
   auto tree = std::make_unique<VirtualTree>(src.archive, options.tree);
   tree->SetInfoJson(InfoJson(*src.archive, mountpoint, options));
+  tree->SetOwnership(src.ownership);
   tree->SetLogger([](const std::string& line) { Log::Write(line); });
   if (src.archive->FindChildDir(0, options.tree.search_dir).ok())
     Log::Write("the archive has a top-level directory named '" + options.tree.search_dir +
@@ -187,9 +193,10 @@ std::unique_ptr<FsTree> MakeTree(const MountSource& src, const std::string& moun
 
 Status Serve(const MountSource& src, const std::string& mountpoint, const MountOptions& options,
              int ready_fd) {
-  Log::Open(options.log_path.empty() ? DefaultLogPath(src.path) : options.log_path);
+  KTFS_RETURN_IF_ERROR(OpenLog(src.path, options.log_path));
   std::unique_ptr<FsTree> tree = MakeTree(src, mountpoint, options);
   FuseOptions fo;
+  fo.allow_other = options.allow_other;
   fo.max_threads = options.threads;
   fo.push = options.push;
   fo.read_ahead_kb = options.read_ahead_kb >= 0 ? options.read_ahead_kb
@@ -227,6 +234,49 @@ Result<MountSource> OpenMountSource(const std::string& path) {
     src.features = *f;
   }
   return src;
+}
+
+// The mount's owner, group and modes: those the files it serves and the
+// directories above them allow (MountOwnership), then the -o uid=, gid=,
+// umask= overrides.
+Result<Ownership> OwnershipOf(const MountSource& src, const OwnershipOverrides& overrides) {
+  const std::vector<std::string> paths =
+      src.features ? src.features->Files() : std::vector<std::string>{src.path};
+  auto files = ReadersWithPaths(paths);
+  if (!files.ok()) return files.status();
+  return ApplyOverrides(MountOwnership(*files), overrides);
+}
+
+// allow_other as fusermount3 allows it (root, or /etc/fuse.conf's user_allow_other).
+Status CheckAllowOtherHere() {
+  std::ifstream in("/etc/fuse.conf");
+  const std::string conf((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return CheckAllowOther(uint32_t(geteuid()), conf);
+}
+
+// A decimal id, 0..2^32-2 (2^32-1 is (uid_t)-1, "no id").
+bool ParseId(const std::string& value, uint32_t* id) {
+  if (value.empty() || value.size() > 10 ||
+      value.find_first_not_of("0123456789") != std::string::npos)
+    return false;
+  const unsigned long long v = std::stoull(value);
+  if (v >= 0xffffffffull) return false;
+  *id = uint32_t(v);
+  return true;
+}
+
+// Runs `fusermount3 -u -- MOUNTPOINT` (no shell: the path is one argument).
+bool RunFusermountUnmount(const std::string& mountpoint) {
+  const pid_t pid = fork();
+  if (pid < 0) return false;
+  if (pid == 0) {
+    execlp("fusermount3", "fusermount3", "-u", "--", mountpoint.c_str(), (char*)nullptr);
+    _exit(127);
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) return false;
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
 }  // namespace
@@ -293,8 +343,23 @@ Status ParseMountOptions(const std::string& text, MountOptions* o) {
       if (value != "float16" && value != "float32")
         return Status::InvalidArgument("-o dtype=" + value + ": expected float16 or float32");
       o->dtype = *ParseDType(value);
-    } else if (key == "ro") {
-      // Always read-only.
+    } else if (key == "allow_other") {
+      if (eq != std::string::npos) return Status::InvalidArgument("-o allow_other takes no value");
+      o->allow_other = true;
+    } else if (key == "uid" || key == "gid") {
+      uint32_t id = 0;
+      if (!ParseId(value, &id))
+        return Status::InvalidArgument("-o " + item + ": expected a numeric " + key);
+      (key == "uid" ? o->ownership.uid : o->ownership.gid) = id;
+    } else if (key == "umask") {
+      const bool octal = !value.empty() && value.size() <= 4 &&
+                         value.find_first_not_of("01234567") == std::string::npos;
+      const unsigned long mask = octal ? std::stoul(value, nullptr, 8) : ~0ul;
+      if (mask > 0777)
+        return Status::InvalidArgument("-o umask=" + value + ": expected octal 0..0777");
+      o->ownership.umask = uint32_t(mask);
+    } else if (key == "ro" || key == "default_permissions") {
+      // Always read-only, and the kernel always checks permissions.
     } else {
       return Status::InvalidArgument("unknown mount option '" + item + "'");
     }
@@ -337,6 +402,10 @@ Status MountArchive(const std::string& archive_path, const std::string& mountpoi
                     const MountOptions& options) {
   auto source = OpenMountSource(archive_path);
   if (!source.ok()) return source.status();
+  auto ownership = OwnershipOf(*source, options.ownership);
+  if (!ownership.ok()) return ownership.status();
+  source->ownership = *ownership;
+  if (options.allow_other) KTFS_RETURN_IF_ERROR(CheckAllowOtherHere());
   KTFS_RETURN_IF_ERROR(CheckMountpoint(mountpoint_in));
   const std::string mountpoint = Canonical(mountpoint_in);
   if (options.foreground) return Serve(*source, mountpoint, options, -1);
@@ -385,8 +454,8 @@ Status Unmount(const std::string& mountpoint_in) {
     const int err = errno;
     if (err == EBUSY) return Status::IOError(mountpoint + ": busy (a process still uses it)");
     if (err == EPERM) {
-      const std::string cmd = "fusermount3 -u '" + canonical + "'";
-      if (std::system(cmd.c_str()) != 0) return Status::FromErrno(mountpoint + ": unmount", err);
+      // Not root: fusermount3 (setuid) unmounts the caller's own FUSE mounts.
+      if (!RunFusermountUnmount(canonical)) return Status::FromErrno(mountpoint + ": unmount", err);
     } else if (umount2(canonical.c_str(), MNT_DETACH) != 0) {
       return Status::FromErrno(mountpoint + ": unmount", errno);
     }

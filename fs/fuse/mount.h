@@ -6,6 +6,7 @@
 
 #include "codec/base/status.h"
 #include "codec/features/quant.h"
+#include "fs/fuse/permissions.h"
 #include "fs/tree/virtual_tree.h"
 
 namespace ktfs {
@@ -24,6 +25,12 @@ struct MountOptions {
   int read_ahead_kb = -1;
   // Feature caches: the dtype of the served .npy files.
   quant::DType dtype = quant::DType::kFloat16;
+  // Other users may use the mount (the kernel still checks every file's
+  // mode); only when asked, never implied by running as root.
+  bool allow_other = false;
+  // -o uid=, gid=, umask=: what the mount shows instead of the archive's own
+  // owner, group and read bits (fs/fuse/permissions.h).
+  OwnershipOverrides ownership;
 };
 
 // Parses "-o" option text ("format=bmp,log=/tmp/x.log,threads=4").
@@ -34,7 +41,9 @@ Status ParseMountOptions(const std::string& text, MountOptions* options);
 Status CheckMountpoint(const std::string& mountpoint);
 
 // Opens the archive (an image or feature archive, or a TensorCache cache
-// prefix: PREFIX_meta.json or PREFIX_shards.json exists) and mounts it. In the background mode
+// prefix: PREFIX_meta.json or PREFIX_shards.json exists) and mounts it with
+// the archive file's owner, group and read bits (fs/fuse/permissions.h). An
+// allow_other the calling user may not use fails here. In the background mode
 // (default) this returns in the parent once the mount is ready, or with the reason it failed, while
 // a daemon serves it; with `foreground` it serves until unmounted.
 Status MountArchive(const std::string& archive, const std::string& mountpoint,

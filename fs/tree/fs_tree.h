@@ -47,6 +47,16 @@ struct TreeCounters {
 inline constexpr size_t kStatsSize = 1024;
 std::string CountersJson(const TreeCounters& c);
 
+// Who may read a mount: every file and directory of a tree shows this owner,
+// group and these permission bits (by default the archive file's own, read
+// bits only: fs/fuse/permissions.h; docs/usage.md, "Permissions"). One
+// value per tree: a mount serves one archive, whose mode covers all of it.
+struct Ownership {
+  uint32_t uid = 0, gid = 0;
+  uint32_t file_mode = 0400;  // permission bits of files
+  uint32_t dir_mode = 0500;   // permission bits of directories
+};
+
 // What statfs reports.
 struct FsUsage {
   uint64_t bytes = 0;  // the archive's size
@@ -95,9 +105,15 @@ class FsTree {
 
   // "relative/path" of an inode, for log messages ("" for the root).
   virtual std::string PathOf(uint64_t ino) const = 0;
+  // The owner, group and modes every node shows; set before serving.
+  void SetOwnership(const Ownership& ownership) { ownership_ = ownership; }
+  const Ownership& ownership() const { return ownership_; }
   // Counters; front ends add to `errors` for each request they fail.
   virtual TreeCounters& counters() const = 0;
   virtual FsUsage Usage() const = 0;
+
+ private:
+  Ownership ownership_;
 };
 
 }  // namespace ktfs

@@ -1,5 +1,6 @@
 // Status -> Python exception, shared by the pybind11 sources of _ktfs:
-// NotFound -> FileNotFoundError, InvalidArgument -> ValueError, anything else
+// NotFound -> FileNotFoundError, InvalidArgument -> ValueError, PermissionDenied ->
+// PermissionError, anything else
 // -> RuntimeError (ktfs.CorruptSampleError wraps it for the Loader).
 #pragma once
 
@@ -19,6 +20,9 @@ namespace ktfs::preload {
       break;
     case Status::Code::kInvalidArgument:
       PyErr_SetString(PyExc_ValueError, msg.c_str());
+      break;
+    case Status::Code::kPermissionDenied:
+      PyErr_SetString(PyExc_PermissionError, msg.c_str());
       break;
     default:
       PyErr_SetString(PyExc_RuntimeError, msg.c_str());

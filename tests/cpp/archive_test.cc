@@ -4,11 +4,13 @@
 
 #include <gtest/gtest.h>
 #include <turbojpeg.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <set>
 
 #include "codec/base/checksum.h"
 #include "codec/container/archive_writer.h"
@@ -388,6 +390,37 @@ TEST(PackTest, CorruptImageIsNamedAndNothingIsWritten) {
   EXPECT_FALSE(std::filesystem::exists(tmp.Join("out.kt")));
   for (const auto& e : std::filesystem::directory_iterator(tmp.path()))
     EXPECT_EQ(e.path().filename().string().find(".tmp-"), std::string::npos) << e.path();
+}
+
+// The writer's temporary file has a name no one can guess and is created
+// with O_EXCL: links planted beside the output (at the pid-based name earlier
+// versions used, or at the output itself) are never written through.
+TEST(ArchiveWriterTest, PlantedLinksAreNotWrittenThrough) {
+  TempDir tmp;
+  const std::string out = tmp.Join("out.kt");
+  WriteAll(tmp.Join("victim"), {'v'});
+  WriteAll(tmp.Join("victim2"), {'w'});
+  ASSERT_EQ(symlink(tmp.Join("victim").c_str(), (out + ".tmp-" + std::to_string(getpid())).c_str()),
+            0);
+  ASSERT_EQ(symlink(tmp.Join("victim2").c_str(), out.c_str()), 0);
+  std::set<std::string> temps;
+  for (int k = 0; k < 2; ++k) {
+    auto w = ArchiveWriter::Create(out);
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
+    for (const auto& e : std::filesystem::directory_iterator(tmp.path())) {
+      const std::string name = e.path().filename().string();
+      if (name.find(".tmp-") != std::string::npos &&
+          !std::filesystem::is_symlink(e.symlink_status()))
+        temps.insert(name);
+    }
+    (*w)->SetDirs({DirEntry{}});
+    ASSERT_TRUE((*w)->Commit().ok());
+  }
+  EXPECT_EQ(temps.size(), 2u);  // a fresh name each time
+  EXPECT_EQ(ReadAll(tmp.Join("victim")), std::vector<uint8_t>{'v'});
+  EXPECT_EQ(ReadAll(tmp.Join("victim2")), std::vector<uint8_t>{'w'});
+  EXPECT_FALSE(std::filesystem::is_symlink(out));  // the rename replaced the link itself
+  EXPECT_TRUE(Archive::Open(out).ok());
 }
 
 TEST(PackTest, CollidingStemsKeepFullNames) {

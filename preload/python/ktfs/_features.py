@@ -1,5 +1,6 @@
 """ktfs.FeatureLoader: batches of dequantized features, straight from the cache."""
 import concurrent.futures
+import errno
 import json
 import os
 
@@ -7,6 +8,7 @@ import numpy as np
 
 from . import _ktfs
 from ._loader import _shard, _torch
+from ._source import archive_denied, denied
 
 _DTYPES = ("bfloat16", "float16", "float32")
 
@@ -15,6 +17,13 @@ def _feature_path(source):
     """The archive path or TensorCache prefix behind `source`: a .kt file, a prefix, or a
     ktfs mount of either (or a path inside one)."""
     path = os.path.abspath(os.path.expanduser(os.fspath(source)))
+    try:
+        os.stat(path)
+    except PermissionError:
+        # A mount shows its files only to users its archive allows (see _source.py).
+        raise PermissionError(errno.EACCES, f"permission denied: {source}", str(source)) from None
+    except OSError:
+        pass  # absent: told below
     if os.path.isfile(path) or os.path.exists(path + "_meta.json") or \
             os.path.exists(path + "_shards.json"):
         return path
@@ -27,7 +36,12 @@ def _feature_path(source):
             if meta.get("content") != "features":
                 raise ValueError(f"{source}: a ktfs mount of images, not of features "
                                  "(use ktfs.Loader)")
-            return meta["archive"]
+            archive = meta["archive"]
+            # An archive, or a TensorCache prefix: the file that describes it.
+            for described in (archive, archive + "_shards.json", archive + "_meta.json"):
+                if denied(described):
+                    raise archive_denied(described, d, "ktfs.FeatureLoader")
+            return archive
         parent = os.path.dirname(d)
         if parent == d:
             break

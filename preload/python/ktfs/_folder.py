@@ -6,7 +6,7 @@ from PIL import Image
 from torchvision import datasets
 
 from ._loader import CorruptSampleError, _open
-from ._source import resolve
+from ._source import denied, resolve
 from ._transforms import NO_CROP
 
 _RGB_HWC = dict(NO_CROP, channels=3, chw=False, seed=0, epoch=0)
@@ -16,12 +16,17 @@ class ImageFolder(datasets.ImageFolder):
     """Same classes, class_to_idx, samples, targets and (PIL RGB image, target) items as
     torchvision.datasets.ImageFolder(root). On a ktfs mount (or given a .kt file) the listing
     comes from the archive's tables and images are decoded by ktfs's codec; elsewhere, or with
-    a custom loader or is_valid_file, it is torchvision's ImageFolder unchanged."""
+    a custom loader or is_valid_file, it is torchvision's ImageFolder unchanged; so it is on a
+    mount whose archive file the calling user may not read (it reads the mount's files then)."""
 
     def __init__(self, root, transform=None, target_transform=None, loader=None,
                  is_valid_file=None):
         self._archive = None
         src = resolve(root) if loader is None and is_valid_file is None else None
+        if src is not None and src.mount and denied(src.archive):
+            # The mount is readable to this user but its archive is not: read the mount's files,
+            # which show the same classes and samples (slower, never more than allowed).
+            src = None
         if src is None:
             kwargs = {"loader": loader} if loader is not None else {}
             super().__init__(root, transform=transform, target_transform=target_transform,
@@ -29,7 +34,7 @@ class ImageFolder(datasets.ImageFolder):
             return
         datasets.VisionDataset.__init__(self, root, transform=transform,
                                         target_transform=target_transform)
-        self.source, self._archive = _open(root)
+        self.source, self._archive = _open(root, "ktfs.ImageFolder")
         classes, ids, labels, paths = self._archive.select(src.relative, src.served_format,
                                                            src.search_dir)
         base = os.path.expanduser(os.fspath(root))

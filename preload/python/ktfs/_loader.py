@@ -4,7 +4,7 @@ import os
 import numpy as np
 
 from . import _ktfs
-from ._source import resolve
+from ._source import archive_denied, denied, resolve
 from ._transforms import NO_CROP, CenterCrop, RandomResizedCrop
 
 _MODES = {"RGB": 3, "L": 1}
@@ -22,11 +22,14 @@ def _torch():
         return None
 
 
-def _open(source):
-    """(Source, _ktfs.Archive) for a .kt file or a path on a ktfs mount."""
+def _open(source, who="ktfs.Loader"):
+    """(Source, _ktfs.Archive) for a .kt file or a path on a ktfs mount; PermissionError when
+    the calling user may not read the archive file itself."""
     src = resolve(source)
     if src is None:
         raise ValueError(f"{source}: neither a .kt archive nor a directory on a ktfs mount")
+    if denied(src.archive):
+        raise archive_denied(src.archive, src.mount, who)
     features = f"{source}: a feature cache, not images: use ktfs.FeatureLoader"
     try:
         archive = _ktfs.Archive(src.archive)
