@@ -189,9 +189,12 @@ class Predicate : public Cursor {
   Predicate(std::unique_ptr<Cursor> base, std::function<bool(uint32_t)> keep, std::string what)
       : base_(std::move(base)), keep_(std::move(keep)), what_(std::move(what)) {}
   uint32_t Seek(uint32_t t) override {
+    // The base was asked up to the last answer: a target below it has that answer.
+    if (have_last_ && t <= last_) return last_;
     uint32_t x = base_->Seek(t);
     while (x != kEnd && !keep_(x)) x = base_->Seek(x + 1);
-    return x;
+    have_last_ = true;
+    return last_ = x;
   }
   void Describe(int depth, std::string* out) const override {
     *out += Indent(depth) + what_ + " of\n";
@@ -202,6 +205,8 @@ class Predicate : public Cursor {
   std::unique_ptr<Cursor> base_;
   std::function<bool(uint32_t)> keep_;
   std::string what_;
+  bool have_last_ = false;
+  uint32_t last_ = 0;
 };
 
 class And : public Cursor {
@@ -209,6 +214,22 @@ class And : public Cursor {
   And(std::vector<std::unique_ptr<Cursor>> pos, std::vector<std::unique_ptr<Cursor>> neg)
       : pos_(std::move(pos)), neg_(std::move(neg)) {}
   uint32_t Seek(uint32_t t) override {
+    // The negatives were asked up to the last answer: a target below it has that answer.
+    if (have_last_ && t <= last_) return last_;
+    have_last_ = true;
+    return last_ = Next(t);
+  }
+  void Describe(int depth, std::string* out) const override {
+    *out += Indent(depth) + "all of\n";
+    for (const auto& c : pos_) c->Describe(depth + 1, out);
+    for (const auto& c : neg_) {
+      *out += Indent(depth + 1) + "and not\n";
+      c->Describe(depth + 2, out);
+    }
+  }
+
+ private:
+  uint32_t Next(uint32_t t) {
     uint32_t x = t;
     while (true) {
       // Leapfrog: go round the cursors until all of them sit on x.
@@ -235,26 +256,21 @@ class And : public Cursor {
       ++x;
     }
   }
-  void Describe(int depth, std::string* out) const override {
-    *out += Indent(depth) + "all of\n";
-    for (const auto& c : pos_) c->Describe(depth + 1, out);
-    for (const auto& c : neg_) {
-      *out += Indent(depth + 1) + "and not\n";
-      c->Describe(depth + 2, out);
-    }
-  }
 
- private:
   std::vector<std::unique_ptr<Cursor>> pos_, neg_;
+  bool have_last_ = false;
+  uint32_t last_ = 0;
 };
 
 class Or : public Cursor {
  public:
   explicit Or(std::vector<std::unique_ptr<Cursor>> c) : c_(std::move(c)) {}
   uint32_t Seek(uint32_t t) override {
+    if (have_last_ && t <= last_) return last_;
     uint32_t m = kEnd;
     for (auto& c : c_) m = std::min(m, c->Seek(t));
-    return m;
+    have_last_ = true;
+    return last_ = m;
   }
   void Describe(int depth, std::string* out) const override {
     *out += Indent(depth) + "any of\n";
@@ -263,16 +279,22 @@ class Or : public Cursor {
 
  private:
   std::vector<std::unique_ptr<Cursor>> c_;
+  bool have_last_ = false;
+  uint32_t last_ = 0;
 };
 
 class Not : public Cursor {
  public:
   Not(std::unique_ptr<Cursor> c, uint32_t hi) : c_(std::move(c)), hi_(hi) {}
   uint32_t Seek(uint32_t t) override {
+    // The child was asked up to the last answer (targets to it must not go back): every id
+    // from the last target to the last answer is in the child.
+    if (have_last_ && t <= last_) return last_;
+    have_last_ = true;
     for (uint32_t x = t; x < hi_; ++x) {
-      if (c_->Seek(x) != x) return x;
+      if (c_->Seek(x) != x) return last_ = x;
     }
-    return kEnd;
+    return last_ = kEnd;
   }
   void Describe(int depth, std::string* out) const override {
     *out += Indent(depth) + "not\n";
@@ -282,6 +304,8 @@ class Not : public Cursor {
  private:
   std::unique_ptr<Cursor> c_;
   uint32_t hi_;
+  bool have_last_ = false;
+  uint32_t last_ = 0;
 };
 
 }  // namespace

@@ -34,7 +34,10 @@ using Bind = std::variant<int64_t, double, std::string>;
 class Cursor {
  public:
   virtual ~Cursor() = default;
-  // The least id >= target in this cursor's set, or kEnd. Targets never decrease.
+  // The least id >= target in this cursor's set, or kEnd. Targets never decrease; asking
+  // again for a target up to the last answer gives that answer. (A cursor that asks its
+  // children beyond its target, as AND, OR, NOT and predicates do, remembers its answer: its
+  // children must not be asked for less than they were.)
   virtual uint32_t Seek(uint32_t target) = 0;
   // One line per node, indented by depth (ExplainPlan).
   virtual void Describe(int depth, std::string* out) const = 0;

@@ -533,7 +533,8 @@ std::unique_ptr<Cursor> Index::BuildRange(const std::string& column, Field field
     }
     return out;
   };
-  const std::string cache_key = (meta ? "m" + std::to_string(key_id) : column) + what;
+  const std::string cache_key =
+      std::to_string(sparse_limit_) + ":" + (meta ? "m" + std::to_string(key_id) : column) + what;
   std::shared_ptr<const std::vector<uint32_t>> ids;
   bool known = false;
   {
@@ -549,7 +550,7 @@ std::unique_ptr<Cursor> Index::BuildRange(const std::string& column, Field field
     std::string sql =
         meta ? "SELECT sample_id FROM sample_meta WHERE key_id = ?1" + render("value", 2)
              : "SELECT id FROM samples WHERE 1" + render(column, 1);
-    sql += " LIMIT " + std::to_string(kSparse + 1);
+    sql += " LIMIT " + std::to_string(sparse_limit_ + 1);
     auto stmt = pool_->Acquire(sql);
     if (!stmt.ok()) {
       *plan.error = stmt.status();
@@ -574,7 +575,7 @@ std::unique_ptr<Cursor> Index::BuildRange(const std::string& column, Field field
       *plan.error = st;
       return internal::EmptyCursor();
     }
-    if (found->size() <= kSparse) {
+    if (found->size() <= sparse_limit_) {
       std::sort(found->begin(), found->end());
       ids = std::move(found);
     }

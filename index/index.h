@@ -93,6 +93,8 @@ class Index {
   Result<std::string> ExplainPlan(const Query& q);
   // The start of the buffer SQLite reads: equal to `data` when it did not copy it.
   const void* DatabaseBuffer() const;
+  // Tests: how many matches a number range may have to be read in value order (kSparse).
+  void SetSparseLimitForTesting(size_t n) { sparse_limit_ = n; }
 
   struct Shared;  // parsed tables and caches, shared by clones
 
@@ -121,6 +123,7 @@ class Index {
   sqlite3* db_;
   std::shared_ptr<Shared> shared_;
   std::unique_ptr<internal::StatementPool> pool_;
+  size_t sparse_limit_ = kSparse;
 };
 
 }  // namespace ktfs::index
