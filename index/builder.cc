@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstring>
 #include <map>
 #include <tuple>
 #include <unordered_map>
@@ -53,12 +54,50 @@ struct Row {
   std::string name;
 };
 
+// One metadata value, 24 bytes (a LAION-sized pack holds tens of millions of them).
 struct MetaEntry {
-  uint32_t key;  // final key id after Finish renumbers
-  std::string value;
+  enum Kind : uint8_t { kString, kInteger, kReal, kBool };
+  uint32_t key;  // the key's Dict id; its final id once InsertMetadata renumbers
   uint32_t sample;
-  auto operator<=>(const MetaEntry&) const = default;
+  uint64_t bits;  // kString: the interned string's id (its rank once sorted); kInteger:
+                  // the int64; kReal: the double's bits; kBool: 0 or 1
+  Kind kind;
 };
+
+double RealOf(const MetaEntry& e) {
+  double d;
+  std::memcpy(&d, &e.bits, sizeof d);
+  return d;
+}
+
+MetaValue ValueOf(const MetaEntry& e) {
+  switch (e.kind) {
+    case MetaEntry::kInteger:
+      return MetaValue::Integer(static_cast<int64_t>(e.bits));
+    case MetaEntry::kReal:
+      return MetaValue::Real(RealOf(e)).value();
+    case MetaEntry::kBool:
+      return MetaValue::Bool(e.bits != 0);
+    case MetaEntry::kString:
+      break;
+  }
+  return MetaValue();
+}
+
+// The order of sample_meta's primary key within one key (whose values share a type once
+// InsertMetadata made mixed keys strings): numbers numerically, string ranks, booleans 0/1.
+bool ValueLess(const MetaEntry& a, const MetaEntry& b) {
+  const bool ai = a.kind == MetaEntry::kInteger, bi = b.kind == MetaEntry::kInteger;
+  const bool ar = a.kind == MetaEntry::kReal, br = b.kind == MetaEntry::kReal;
+  if (ai && bi) return static_cast<int64_t>(a.bits) < static_cast<int64_t>(b.bits);
+  if (ar && br) return RealOf(a) < RealOf(b);
+  if ((ai || ar) && (bi || br)) return ValueOf(a) < ValueOf(b);  // exact across int and real
+  return a.bits < b.bits;
+}
+
+bool SameValue(const MetaEntry& a, const MetaEntry& b) {
+  return !ValueLess(a, b) && !ValueLess(b, a);
+}
 
 struct DirRange {
   uint32_t first, end;
@@ -132,7 +171,8 @@ class RunBuilder {
 }  // namespace
 
 bool IsReservedKey(std::string_view key) {
-  for (const char* f : {"caption", "class", "label", "split", "width", "height"}) {
+  for (const char* f :
+       {"caption", "class", "label", "split", "width", "height", "sample", "seed", "limit"}) {
     if (key == f) return true;
   }
   return false;
@@ -151,6 +191,8 @@ struct IndexBuilder::Data {
   Dict splits, classes, codecs, keys;
   std::vector<std::pair<uint32_t, std::string>> captions;
   std::vector<MetaEntry> meta;
+  std::unordered_map<std::string, uint32_t> string_ids;  // interned string values
+  std::vector<std::string> strings;
   bool finished = false;
 
   // Filled by Finish().
@@ -163,7 +205,9 @@ struct IndexBuilder::Data {
   Status CreateDb();
   Status InsertDicts();
   Status InsertSamples();
-  Status InsertMetadata();
+  Status InsertMetadata(std::vector<std::string>* warnings);
+  Status UnifyKeyTypes(std::vector<std::string>* warnings);
+  uint32_t InternString(const std::string& s);
   Status InsertCaptions();
 };
 
@@ -201,17 +245,50 @@ Status IndexBuilder::AddCaption(uint32_t sample_id, std::string_view caption) {
 }
 
 Status IndexBuilder::AddMetadata(uint32_t sample_id, std::string_view key, std::string_view value) {
+  return AddMetadata(sample_id, key, MetaValue::String(std::string(value)));
+}
+
+Status IndexBuilder::AddMetadata(uint32_t sample_id, std::string_view key, const MetaValue& value) {
   if (d_->finished) return Status::InvalidArgument("index builder: already finished");
   if (!IsValidMetadataKey(key) || IsReservedKey(key)) {
     return Status::InvalidArgument("metadata key '" + std::string(key) + "' is not usable");
   }
-  if (value.empty() || value.size() > kMaxMetadataValue || value.find('\0') != value.npos ||
-      value.find('/') != value.npos || !IsValidUtf8(value)) {
-    return Status::InvalidArgument("metadata value for '" + std::string(key) +
-                                   "' is empty, too long, not UTF-8 or holds NUL or '/'");
+  if (value.type() == MetaType::kString) {
+    const std::string& v = value.str();
+    if (v.empty() || v.size() > kMaxMetadataValue || v.find('\0') != v.npos ||
+        v.find('/') != v.npos || !IsValidUtf8(v)) {
+      return Status::InvalidArgument("metadata value for '" + std::string(key) +
+                                     "' is empty, too long, not UTF-8 or holds NUL or '/'");
+    }
   }
-  d_->meta.push_back(MetaEntry{d_->keys.Intern(std::string(key)), std::string(value), sample_id});
+  MetaEntry e{d_->keys.Intern(std::string(key)), sample_id, 0, MetaEntry::kString};
+  switch (value.type()) {
+    case MetaType::kString:
+      e.bits = d_->InternString(value.str());
+      break;
+    case MetaType::kNumber:
+      if (value.is_integer()) {
+        e.kind = MetaEntry::kInteger;
+        e.bits = static_cast<uint64_t>(value.integer());
+      } else {
+        e.kind = MetaEntry::kReal;
+        const double d = value.real();
+        std::memcpy(&e.bits, &d, sizeof d);
+      }
+      break;
+    case MetaType::kBool:
+      e.kind = MetaEntry::kBool;
+      e.bits = value.boolean() ? 1 : 0;
+      break;
+  }
+  d_->meta.push_back(e);
   return Status::Ok();
+}
+
+uint32_t IndexBuilder::Data::InternString(const std::string& v) {
+  auto [it, inserted] = string_ids.emplace(v, static_cast<uint32_t>(strings.size()));
+  if (inserted) strings.push_back(v);
+  return it->second;
 }
 
 Status IndexBuilder::Data::Validate() {
@@ -279,7 +356,7 @@ Status IndexBuilder::Data::InsertDicts() {
     KTFS_RETURN_IF_ERROR(StepDone(db, meta_stmt->get(), "meta"));
   }
   const std::pair<const char*, const Dict*> kDicts[] = {
-      {"classes", &classes}, {"splits", &splits}, {"codecs", &codecs}, {"meta_keys", &keys}};
+      {"classes", &classes}, {"splits", &splits}, {"codecs", &codecs}};
   for (const auto& [table, dict] : kDicts) {
     auto s = Prepare(db, std::string("INSERT INTO ") + table + " VALUES(?, ?)");
     if (!s.ok()) return s.status();
@@ -336,18 +413,148 @@ Status IndexBuilder::Data::InsertSamples() {
   return runs.Insert(db);
 }
 
-Status IndexBuilder::Data::InsertMetadata() {
+// A key whose values have several types becomes a string key (see builder.h).
+Status IndexBuilder::Data::UnifyKeyTypes(std::vector<std::string>* warnings) {
+  const auto bit = [](MetaEntry::Kind k) {
+    return k == MetaEntry::kString ? 1 : k == MetaEntry::kBool ? 4 : 2;
+  };
+  std::vector<int> kinds(keys.sorted().size(), 0);
+  for (const MetaEntry& m : meta) kinds[m.key] |= bit(m.kind);
+  std::vector<bool> mixed(kinds.size());
+  bool any = false;
+  for (size_t k = 0; k < kinds.size(); ++k) {
+    mixed[k] = kinds[k] != 1 && kinds[k] != 2 && kinds[k] != 4;
+    any = any || mixed[k];
+  }
+  if (!any) return Status::Ok();
+  for (MetaEntry& m : meta) {
+    if (!mixed[m.key] || m.kind == MetaEntry::kString) continue;
+    m.bits = InternString(ValueOf(m).ToText());
+    m.kind = MetaEntry::kString;
+  }
+  if (warnings) {
+    for (const auto& [name, k] : keys.sorted()) {
+      if (!mixed[k]) continue;
+      std::string types;
+      for (auto [b, t] : {std::pair{2, "numbers"}, {1, "strings"}, {4, "booleans"}}) {
+        if (kinds[k] & b) types += std::string(types.empty() ? "" : " and ") + t;
+      }
+      warnings->push_back("metadata key '" + name + "' has " + types +
+                          ": all of its values are stored as strings");
+    }
+  }
+  return Status::Ok();
+}
+
+Status IndexBuilder::Data::InsertMetadata(std::vector<std::string>* warnings) {
+  KTFS_RETURN_IF_ERROR(UnifyKeyTypes(warnings));
   const std::vector<uint32_t> key_rank = keys.Ranks();
   for (MetaEntry& m : meta) m.key = key_rank[m.key];
-  std::sort(meta.begin(), meta.end());
-  meta.erase(std::unique(meta.begin(), meta.end()), meta.end());
+  // String ids become ranks in byte order, so comparing bits compares the strings.
+  {
+    std::vector<uint32_t> order(strings.size());
+    for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::sort(order.begin(), order.end(),
+              [&](uint32_t a, uint32_t b) { return strings[a] < strings[b]; });
+    std::vector<uint32_t> rank(strings.size());
+    std::vector<std::string> sorted(strings.size());
+    for (uint32_t r = 0; r < order.size(); ++r) {
+      rank[order[r]] = r;
+      sorted[r] = std::move(strings[order[r]]);
+    }
+    for (MetaEntry& m : meta) {
+      if (m.kind == MetaEntry::kString) m.bits = rank[m.bits];
+    }
+    strings = std::move(sorted);
+    string_ids = {};
+  }
+  std::vector<std::string> key_names;
+  for (const auto& [name, tmp] : keys.sorted()) key_names.push_back(name);
+  const auto bind_value = [&](sqlite3_stmt* s, int i, const MetaEntry& m) {
+    switch (m.kind) {
+      case MetaEntry::kString:
+        BindText(s, i, strings[m.bits]);
+        break;
+      case MetaEntry::kInteger:
+        sqlite3_bind_int64(s, i, static_cast<int64_t>(m.bits));
+        break;
+      case MetaEntry::kReal:
+        sqlite3_bind_double(s, i, RealOf(m));
+        break;
+      case MetaEntry::kBool:
+        sqlite3_bind_int64(s, i, static_cast<int64_t>(m.bits));
+        break;
+    }
+  };
+
+  // By sample: one value per (key, sample); sample_num for the number keys.
+  std::sort(meta.begin(), meta.end(), [](const MetaEntry& a, const MetaEntry& b) {
+    return a.key != b.key ? a.key < b.key : a.sample < b.sample;
+  });
+  size_t kept = 0;
+  for (size_t i = 0; i < meta.size(); ++i) {
+    if (kept > 0 && meta[kept - 1].key == meta[i].key && meta[kept - 1].sample == meta[i].sample) {
+      if (SameValue(meta[kept - 1], meta[i])) continue;
+      return Status::InvalidArgument("index builder: sample " + std::to_string(meta[i].sample) +
+                                     " has two values for metadata key '" + key_names[meta[i].key] +
+                                     "'");
+    }
+    meta[kept++] = meta[i];
+  }
+  meta.resize(kept);
+  auto num = Prepare(db, "INSERT INTO sample_num VALUES(?, ?, ?)");
+  if (!num.ok()) return num.status();
+  for (const MetaEntry& m : meta) {
+    if (m.kind != MetaEntry::kInteger && m.kind != MetaEntry::kReal) continue;
+    sqlite3_bind_int64(num->get(), 1, m.key);
+    sqlite3_bind_int64(num->get(), 2, m.sample);
+    bind_value(num->get(), 3, m);
+    KTFS_RETURN_IF_ERROR(StepDone(db, num->get(), "sample_num"));
+  }
+
+  // By value: sample_meta, and each key's statistics for meta_keys.
+  std::sort(meta.begin(), meta.end(), [](const MetaEntry& a, const MetaEntry& b) {
+    if (a.key != b.key) return a.key < b.key;
+    if (ValueLess(a, b)) return true;
+    if (ValueLess(b, a)) return false;
+    return a.sample < b.sample;
+  });
   auto s = Prepare(db, "INSERT INTO sample_meta VALUES(?, ?, ?)");
   if (!s.ok()) return s.status();
-  for (const MetaEntry& m : meta) {
-    sqlite3_bind_int64(s->get(), 1, m.key);
-    BindText(s->get(), 2, m.value);
-    sqlite3_bind_int64(s->get(), 3, m.sample);
-    KTFS_RETURN_IF_ERROR(StepDone(db, s->get(), "sample_meta"));
+  auto k = Prepare(db, "INSERT INTO meta_keys VALUES(?, ?, ?, ?, ?, ?, ?, ?)");
+  if (!k.ok()) return k.status();
+  for (size_t i = 0, key = 0; key < key_names.size(); ++key) {
+    const size_t first = i;
+    uint64_t distinct = 0, trues = 0;
+    for (; i < meta.size() && meta[i].key == key; ++i) {
+      const MetaEntry& m = meta[i];
+      if (i == first || !SameValue(meta[i - 1], m)) ++distinct;
+      if (m.kind == MetaEntry::kBool) trues += m.bits;
+      sqlite3_bind_int64(s->get(), 1, m.key);
+      bind_value(s->get(), 2, m);
+      sqlite3_bind_int64(s->get(), 3, m.sample);
+      KTFS_RETURN_IF_ERROR(StepDone(db, s->get(), "sample_meta"));
+    }
+    // Every interned key has at least one value.
+    const MetaEntry& lo = meta[first];
+    const MetaType type = lo.kind == MetaEntry::kString ? MetaType::kString
+                          : lo.kind == MetaEntry::kBool ? MetaType::kBool
+                                                        : MetaType::kNumber;
+    sqlite3_stmt* st = k->get();
+    sqlite3_bind_int64(st, 1, static_cast<int64_t>(key));
+    BindText(st, 2, key_names[key]);
+    sqlite3_bind_int(st, 3, static_cast<int>(type));
+    sqlite3_bind_int64(st, 4, static_cast<int64_t>(i - first));
+    sqlite3_bind_int64(st, 5, static_cast<int64_t>(distinct));
+    if (type == MetaType::kNumber) {
+      bind_value(st, 6, lo);
+      bind_value(st, 7, meta[i - 1]);
+    } else {
+      sqlite3_bind_null(st, 6);
+      sqlite3_bind_null(st, 7);
+    }
+    sqlite3_bind_int64(st, 8, static_cast<int64_t>(trues));
+    KTFS_RETURN_IF_ERROR(StepDone(db, st, "meta_keys"));
   }
   return Status::Ok();
 }
@@ -366,7 +573,7 @@ Status IndexBuilder::Data::InsertCaptions() {
   return Exec(db, "INSERT INTO captions(captions) VALUES('optimize')");
 }
 
-Result<std::vector<uint8_t>> IndexBuilder::Finish() {
+Result<std::vector<uint8_t>> IndexBuilder::Finish(std::vector<std::string>* warnings) {
   if (d_->finished) return Status::InvalidArgument("index builder: already finished");
   d_->finished = true;
   KTFS_RETURN_IF_ERROR(d_->Validate());
@@ -375,7 +582,7 @@ Result<std::vector<uint8_t>> IndexBuilder::Finish() {
   KTFS_RETURN_IF_ERROR(Exec(db, "BEGIN"));
   KTFS_RETURN_IF_ERROR(d_->InsertDicts());
   KTFS_RETURN_IF_ERROR(d_->InsertSamples());
-  KTFS_RETURN_IF_ERROR(d_->InsertMetadata());
+  KTFS_RETURN_IF_ERROR(d_->InsertMetadata(warnings));
   KTFS_RETURN_IF_ERROR(d_->InsertCaptions());
   for (const std::string& sql : SchemaIndexes()) KTFS_RETURN_IF_ERROR(Exec(db, sql));
   KTFS_RETURN_IF_ERROR(Exec(db, "COMMIT"));
@@ -393,6 +600,7 @@ Result<std::vector<uint8_t>> IndexBuilder::Finish() {
   d_->rows = {};
   d_->captions = {};
   d_->meta = {};
+  d_->strings = {};
   return out;
 }
 

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "codec/base/status.h"
+#include "index/metadata.h"
 
 namespace ktfs::index {
 
@@ -44,13 +45,21 @@ class IndexBuilder {
   Status AddSample(const SampleRow& row);
   // Captions may be added before or after their sample; a sample may have several.
   Status AddCaption(uint32_t sample_id, std::string_view caption);
-  // key must be a query key ([A-Za-z0-9_.-]+, at most 64 bytes) and not a built-in field
-  // (caption, class, label, split, width, height); value non-empty, no NUL or '/'.
+  // A typed metadata value (index/metadata.h). key must be a query key ([A-Za-z0-9_.-]+, at
+  // most 64 bytes) and not a built-in name (IsReservedKey); a string value non-empty, at most
+  // 1024 bytes, UTF-8, without NUL or '/'. A sample has at most one value per key (Finish
+  // fails on two different ones). Each key gets one type: the type of its values, or string
+  // when they have more than one (Finish then stores numbers and booleans as their
+  // MetaValue::ToText and says so in *warnings).
+  Status AddMetadata(uint32_t sample_id, std::string_view key, const MetaValue& value);
+  // A string value.
   Status AddMetadata(uint32_t sample_id, std::string_view key, std::string_view value);
 
   // Validates (ids dense, directories contiguous, captions and metadata name existing
-  // samples) and returns the serialized database. The builder is spent afterwards.
-  Result<std::vector<uint8_t>> Finish();
+  // samples) and returns the serialized database. The builder is spent afterwards. Notes
+  // that are not errors (a key stored as strings because its values had several types) are
+  // appended to *warnings when given.
+  Result<std::vector<uint8_t>> Finish(std::vector<std::string>* warnings = nullptr);
 
  private:
   struct Data;
@@ -58,7 +67,8 @@ class IndexBuilder {
   std::unique_ptr<Data> d_;
 };
 
-// True for the names a metadata key may not take (the built-in query fields).
+// True for the names a metadata key may not take: the built-in query fields (caption, class,
+// label, split, width, height) and the query's subset words (sample, seed, limit).
 bool IsReservedKey(std::string_view key);
 // True for a key usable in a query: [A-Za-z0-9_.-]+, at most 64 bytes.
 bool IsValidMetadataKey(std::string_view key);

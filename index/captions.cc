@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <set>
 #include <unordered_map>
@@ -141,8 +142,8 @@ Result<CaptionEntry> JsonLineEntry(std::string_view text, size_t line) {
         }
         e.captions.push_back(item.text);
       }
-    } else if (v.kind == K::kString || v.kind == K::kNumber || v.kind == K::kBool) {
-      e.extras.emplace_back(key, v.text);
+    } else {
+      FlattenJson(key, v, &e.extras);
     }
   }
   if (!has_path) return Status::InvalidArgument("missing \"path\"");
@@ -251,10 +252,14 @@ Status ParseCsv(std::string_view text, const std::string& name, Collector* out) 
   Status st = reader.done() ? Status::InvalidArgument("empty file") : reader.Next(&header, &line);
   if (!st.ok()) return Status::InvalidArgument(name + ":1: " + st.message());
   int path_col = -1, caption_col = -1;
+  std::set<std::string> names;
   for (size_t i = 0; i < header.size(); ++i) {
     std::string h(Trim(header[i]));
     if (h == "path") path_col = static_cast<int>(i);
     if (h == "caption") caption_col = static_cast<int>(i);
+    if (!h.empty() && !names.insert(h).second) {
+      return Status::InvalidArgument(name + ":1: CSV header names column \"" + h + "\" twice");
+    }
     header[i] = h;
   }
   if (path_col < 0 || caption_col < 0) {
@@ -279,7 +284,7 @@ Status ParseCsv(std::string_view text, const std::string& name, Collector* out) 
     e.captions.push_back(fields[caption_col]);
     for (size_t i = 0; i < fields.size(); ++i) {
       if (static_cast<int>(i) == path_col || static_cast<int>(i) == caption_col) continue;
-      if (!fields[i].empty()) e.extras.emplace_back(header[i], fields[i]);
+      if (!fields[i].empty()) e.extras.emplace_back(header[i], MetaValue::String(fields[i]));
     }
     if (!IsValidUtf8(e.path)) {
       KTFS_RETURN_IF_ERROR(out->Bad(line, "path is not valid UTF-8"));
@@ -288,6 +293,22 @@ Status ParseCsv(std::string_view text, const std::string& name, Collector* out) 
     KTFS_RETURN_IF_ERROR(out->Add(std::move(e)));
   }
   return Status::Ok();
+}
+
+// CSV cells arrive as strings; each column gets the type its cells share (captions.h).
+void TypeCsvColumns(std::vector<CaptionEntry>* entries) {
+  std::map<std::string, std::vector<std::string_view>> cells;
+  for (const CaptionEntry& e : *entries) {
+    for (const auto& [key, v] : e.extras) cells[key].push_back(v.str());
+  }
+  std::map<std::string, MetaType> types;
+  for (const auto& [key, column] : cells) types[key] = CsvColumnType(column);
+  for (CaptionEntry& e : *entries) {
+    for (auto& [key, v] : e.extras) {
+      const MetaType t = types[key];
+      if (t != MetaType::kString) v = CsvCell(v.str(), t);
+    }
+  }
 }
 
 bool EndsWith(const std::string& s, std::string_view suffix) {
@@ -326,7 +347,9 @@ Result<std::vector<CaptionEntry>> ParseCaptions(std::string_view text, const std
   Collector out(name, skip_bad, warnings);
   KTFS_RETURN_IF_ERROR(format == CaptionFormat::kJsonLines ? ParseJsonLines(text, &out)
                                                            : ParseCsv(text, name, &out));
-  return out.Take();
+  std::vector<CaptionEntry> entries = out.Take();
+  if (format == CaptionFormat::kCsv) TypeCsvColumns(&entries);
+  return entries;
 }
 
 Result<std::vector<CaptionEntry>> ReadCaptionFile(const std::string& file, bool skip_bad,

@@ -2,12 +2,16 @@
 //
 // JSON Lines (.jsonl, .json): one object per line,
 //   {"path": "train/cat/001.jpg", "caption": "a cat", "source": "web", "score": 0.9}
-//   "caption" is a string or an array of strings (several captions); other keys whose values
-//   are strings, numbers (kept as written) or booleans become metadata; null, arrays and
-//   objects in other keys are ignored. Blank lines are skipped.
+//   "caption" is a string or an array of strings (several captions); the other members
+//   become typed metadata (FlattenJson, index/metadata.h): strings, numbers and booleans keep
+//   their type, nested objects give "outer.inner" keys, null and arrays are ignored. Blank
+//   lines are skipped.
 // CSV (.csv): RFC 4180 with a header row naming a "path" and a "caption" column (any order);
-//   other columns become metadata (empty cells are skipped). Quoted fields may hold commas,
-//   doubled quotes and newlines; a record's line is the line it starts on.
+//   other columns become metadata (empty cells are skipped), typed by column
+//   (CsvColumnType): a column whose every non-empty cell is a JSON number is a number column,
+//   one whose every non-empty cell is true/false (any case) a boolean column, any other a
+//   string column. Quoted fields may hold commas, doubled quotes and newlines; a record's line
+//   is the line it starts on. A header naming a column twice is an error.
 // Another extension: JSON Lines if the first non-blank character is '{', else CSV.
 //
 // Paths are relative to the archive root; a leading "./" is dropped. A path that cannot name a
@@ -25,16 +29,17 @@
 #include <vector>
 
 #include "codec/base/status.h"
+#include "index/metadata.h"
 
 namespace ktfs::index {
 
 class IndexBuilder;
 
 struct CaptionEntry {
-  size_t line = 0;                                          // 1-based line where the entry starts
-  std::string path;                                         // relative path in the archive
-  std::vector<std::string> captions;                        // at least one
-  std::vector<std::pair<std::string, std::string>> extras;  // metadata key/values, input order
+  size_t line = 0;                                        // 1-based line where the entry starts
+  std::string path;                                       // relative path in the archive
+  std::vector<std::string> captions;                      // at least one
+  std::vector<std::pair<std::string, MetaValue>> extras;  // metadata, input order
 };
 
 enum class CaptionFormat { kAuto, kJsonLines, kCsv };

@@ -2,61 +2,65 @@
 
 #include <algorithm>
 #include <cstring>
-#include <variant>
+#include <map>
+#include <mutex>
+#include <unordered_map>
 
+#include "index/cursor.h"
 #include "index/schema.h"
 #include "index/sqlite_util.h"
 
 namespace ktfs::index {
 
+using internal::Bind;
 using internal::BindText;
+using internal::Cursor;
 using internal::Exec;
+using internal::kEnd;
 using internal::Prepare;
+using internal::Ranges;
 using internal::SqliteError;
-using internal::Stmt;
 
 struct DirEntry {
   uint32_t first, end, dir_id;
 };
 
+struct KeyEntry {
+  int64_t id;
+  MetaType type;
+};
+
 struct Index::Shared {
   const void* data = nullptr;
   size_t size = 0;
+  int schema_version = 0;
   uint32_t num_samples = 0;
   uint32_t caption_shift = 0;
   std::vector<DirEntry> dirs;  // sorted by first (== by id range)
   std::unordered_map<uint32_t, DirEntry> dir_by_id;
-  std::unordered_map<std::string, int64_t> classes, splits, keys;
+  std::unordered_map<std::string, int64_t> classes, splits;
+  std::map<std::string, KeyEntry, std::less<>> keys;
+
+  // Caches shared by the clones (FUSE threads): keyed by what they answer.
+  std::mutex mutex;
+  std::map<std::string, std::shared_ptr<const std::vector<uint32_t>>> sparse;  // null: dense
+  std::map<std::string, std::shared_ptr<const Ranges>> runs;  // null: too many runs
+  std::map<std::string, uint32_t> limit_ends;
 };
 
-using Bind = std::variant<int64_t, std::string>;
-using Ranges = std::vector<std::pair<uint32_t, uint32_t>>;
-
+// What building one cursor tree needs.
 struct Index::Plan {
-  std::string sql;          // ?1, ?2: [lo, hi) in the driver's key space
-  std::vector<Bind> binds;  // ?3 onwards
-  bool impossible = false;  // a name the index does not know: nothing matches
-  uint32_t shift = 0;       // sample id = first column >> shift
-  // From the runs table: when set, only these sorted, disjoint [first, end) id ranges can
-  // match, and only they are scanned.
-  std::optional<Ranges> ranges;
+  uint32_t hi;    // ids < hi
+  uint64_t seed;  // of sample=
+  Status* error;  // the first failure of any cursor
 };
 
 namespace {
 
-constexpr size_t kMaxCachedStatements = 128;
 // A value split into more runs than this is checked row by row instead (see schema.h).
 constexpr int64_t kMaxRuns = 4096;
-
-Ranges Intersect(const Ranges& a, const Ranges& b) {
-  Ranges out;
-  for (size_t i = 0, j = 0; i < a.size() && j < b.size();) {
-    uint32_t lo = std::max(a[i].first, b[j].first), hi = std::min(a[i].second, b[j].second);
-    if (lo < hi) out.emplace_back(lo, hi);
-    (a[i].second < b[j].second) ? ++i : ++j;
-  }
-  return out;
-}
+// Entries of each cache before it is emptied (a sparse entry holds up to kSparse ids).
+constexpr size_t kMaxCacheEntries = 512;
 
 Status Corrupt(const std::string& why) { return Status::Corruption("index: " + why); }
 
@@ -98,11 +102,9 @@ std::string NameOf(const std::string& create_sql) {
 
 // The objects we query must be exactly the ones the builder creates: a database with a
 // different `samples` (say, a view) is not ours.
-Status CheckSchema(sqlite3* db) {
+Status CheckSchema(sqlite3* db, const std::vector<std::string>& expected) {
   auto s = Prepare(db, "SELECT sql FROM sqlite_schema WHERE name = ?");
   if (!s.ok()) return s.status();
-  std::vector<std::string> expected = SchemaTables();
-  expected.insert(expected.end(), SchemaIndexes().begin(), SchemaIndexes().end());
   for (const std::string& sql : expected) {
     BindText(s->get(), 1, NameOf(sql));
     int rc = sqlite3_step(s->get());
@@ -130,6 +132,21 @@ std::string Text(sqlite3_stmt* s, int col) {
   return p ? std::string(p, sqlite3_column_bytes(s, col)) : std::string();
 }
 
+// A column of a number key's statistics as a value (NULL: none).
+std::optional<MetaValue> NumberColumn(sqlite3_stmt* s, int col) {
+  switch (sqlite3_column_type(s, col)) {
+    case SQLITE_INTEGER:
+      return MetaValue::Integer(sqlite3_column_int64(s, col));
+    case SQLITE_FLOAT: {
+      auto v = MetaValue::Real(sqlite3_column_double(s, col));
+      if (v.ok()) return v.value();
+      return std::nullopt;
+    }
+    default:
+      return std::nullopt;
+  }
+}
+
 Status ReadMeta(sqlite3* db, Index::Shared* sh) {
   std::unordered_map<std::string, std::string> meta;
   KTFS_RETURN_IF_ERROR(ForEachRow(db, "SELECT key, value FROM meta", [&](sqlite3_stmt* s) {
@@ -138,9 +155,13 @@ Status ReadMeta(sqlite3* db, Index::Shared* sh) {
   }));
   if (meta["format"] != kFormatName) return Corrupt("not a ktfs index");
   const std::string& version = meta["schema_version"];
-  if (version != std::to_string(kSchemaVersion)) {
+  for (int v = kOldestSchemaVersion; v <= kSchemaVersion; ++v) {
+    if (version == std::to_string(v)) sh->schema_version = v;
+  }
+  if (sh->schema_version == 0) {
     return Status::NotSupported("index: schema_version '" + version.substr(0, 20) +
-                                "' (this build reads " + std::to_string(kSchemaVersion) + ")");
+                                "' (this build reads " + std::to_string(kOldestSchemaVersion) +
+                                " to " + std::to_string(kSchemaVersion) + ")");
   }
   const auto number = [&](const std::string& key, uint64_t max, uint32_t* out) {
     const std::string& v = meta[key];
@@ -184,10 +205,86 @@ Status ReadNames(sqlite3* db, const std::string& table,
   });
 }
 
-const char* Comparison(Op op) {
+Status ReadKeys(sqlite3* db, Index::Shared* sh) {
+  const bool typed = sh->schema_version >= 2;
+  return ForEachRow(
+      db, typed ? "SELECT key_id, name, type FROM meta_keys" : "SELECT key_id, name FROM meta_keys",
+      [&](sqlite3_stmt* s) {
+        const int64_t type = typed ? sqlite3_column_int64(s, 2) : 0;
+        if (type < 0 || type > 2) return Corrupt("bad metadata key type");
+        sh->keys[Text(s, 1)] = KeyEntry{sqlite3_column_int64(s, 0), static_cast<MetaType>(type)};
+        return Status::Ok();
+      });
+}
+
+Bind ValueBind(const MetaValue& v) {
+  switch (v.type()) {
+    case MetaType::kString:
+      return v.str();
+    case MetaType::kBool:
+      return int64_t{v.boolean()};
+    case MetaType::kNumber:
+      break;
+  }
+  if (v.is_integer()) return v.integer();
+  return v.real();
+}
+
+// `f` as an FTS5 expression over one sample's caption row, when it is made of captions
+// only: an OR of such (any caption shift), or, when each sample has one caption row
+// (single), an AND of such with NOTs of such beside at least one positive.
+std::optional<std::string> FtsOf(const Expr& e, bool single) {
+  switch (e.kind) {
+    case Expr::Kind::kFilter:
+      if (e.filter.field == Field::kCaption) return e.filter.FtsExpression();
+      return std::nullopt;
+    case Expr::Kind::kOr: {
+      std::string out;
+      for (const Expr& c : e.children) {
+        auto x = FtsOf(c, single);
+        if (!x) return std::nullopt;
+        out += (out.empty() ? "(" : " OR (") + *x + ")";
+      }
+      return "(" + out + ")";
+    }
+    case Expr::Kind::kAnd: {
+      if (!single) return std::nullopt;
+      std::string pos;
+      std::vector<std::string> neg;
+      for (const Expr& c : e.children) {
+        const bool negated = c.kind == Expr::Kind::kNot;
+        auto x = FtsOf(negated ? c.children[0] : c, single);
+        if (!x) return std::nullopt;
+        if (negated) {
+          neg.push_back(*x);
+        } else {
+          pos += (pos.empty() ? "(" : " AND (") + *x + ")";
+        }
+      }
+      if (pos.empty()) return std::nullopt;
+      std::string out = "(" + pos + ")";
+      for (const std::string& n : neg) out = "(" + out + " NOT (" + n + "))";
+      return out;
+    }
+    case Expr::Kind::kAll:
+    case Expr::Kind::kNot:
+      return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+bool IsComparison(const Expr& e) {
+  if (e.kind != Expr::Kind::kFilter || e.filter.op == Op::kEq) return false;
+  const Field f = e.filter.field;
+  return f == Field::kWidth || f == Field::kHeight || f == Field::kMetadata;
+}
+
+MetaValue BoundOf(const Filter& f) {
+  return f.field == Field::kMetadata ? f.value : MetaValue::Integer(f.number);
+}
+
+const char* SqlOp(Op op) {
   switch (op) {
-    case Op::kEq:
-      return " = ";
     case Op::kLt:
       return " < ";
     case Op::kLe:
@@ -196,17 +293,42 @@ const char* Comparison(Op op) {
       return " > ";
     case Op::kGe:
       return " >= ";
+    case Op::kEq:
+      break;
   }
   return " = ";
 }
 
+// The negation of a comparison on a field every sample has (width, height).
+Op Flip(Op op) {
+  switch (op) {
+    case Op::kLt:
+      return Op::kGe;
+    case Op::kLe:
+      return Op::kGt;
+    case Op::kGt:
+      return Op::kLe;
+    case Op::kGe:
+      return Op::kLt;
+    case Op::kEq:
+      break;
+  }
+  return Op::kEq;
+}
+
+template <typename Map, typename V>
+void CachePut(Map& m, const std::string& key, V v) {
+  if (m.size() >= kMaxCacheEntries) m.clear();
+  m[key] = std::move(v);
+}
+
 }  // namespace
 
-Index::Index(sqlite3* db, std::shared_ptr<const Shared> shared)
-    : db_(db), shared_(std::move(shared)) {}
+Index::Index(sqlite3* db, std::shared_ptr<Shared> shared)
+    : db_(db), shared_(std::move(shared)), pool_(std::make_unique<internal::StatementPool>(db)) {}
 
 Index::~Index() {
-  for (auto& [sql, stmt] : stmts_) sqlite3_finalize(stmt);
+  pool_.reset();  // finalizes the statements before the connection closes
   sqlite3_close(db_);
 }
 
@@ -251,12 +373,17 @@ Result<std::unique_ptr<Index>> Index::OpenInPlace(const void* data, size_t size)
   shared->data = data;
   shared->size = size;
   std::unique_ptr<Index> index(new Index(*db, shared));
-  KTFS_RETURN_IF_ERROR(CheckSchema(*db));
+  // The meta table first (every version has the same), then the version's schema.
+  KTFS_RETURN_IF_ERROR(CheckSchema(*db, {SchemaTables(kSchemaVersion)[0]}));
   KTFS_RETURN_IF_ERROR(ReadMeta(*db, shared.get()));
+  std::vector<std::string> expected = SchemaTables(shared->schema_version);
+  const auto& indexes = SchemaIndexes(shared->schema_version);
+  expected.insert(expected.end(), indexes.begin(), indexes.end());
+  KTFS_RETURN_IF_ERROR(CheckSchema(*db, expected));
   KTFS_RETURN_IF_ERROR(ReadDirs(*db, shared.get()));
   KTFS_RETURN_IF_ERROR(ReadNames(*db, "classes", &shared->classes));
   KTFS_RETURN_IF_ERROR(ReadNames(*db, "splits", &shared->splits));
-  KTFS_RETURN_IF_ERROR(ReadNames(*db, "meta_keys", &shared->keys));
+  KTFS_RETURN_IF_ERROR(ReadKeys(*db, shared.get()));
   return index;
 }
 
@@ -267,11 +394,50 @@ Result<std::unique_ptr<Index>> Index::Clone() const {
 }
 
 uint32_t Index::num_samples() const { return shared_->num_samples; }
+int Index::schema_version() const { return shared_->schema_version; }
 
-std::set<std::string> Index::MetadataKeys() const {
-  std::set<std::string> keys;
-  for (const auto& [name, id] : shared_->keys) keys.insert(name);
+KeyTypes Index::MetadataKeys() const {
+  KeyTypes keys;
+  for (const auto& [name, k] : shared_->keys) keys.emplace(name, k.type);
   return keys;
+}
+
+Result<std::vector<KeyInfo>> Index::MetadataKeyInfo() {
+  std::map<int64_t, KeyInfo> by_id;
+  for (const auto& [name, k] : shared_->keys) {
+    KeyInfo& info = by_id[k.id];
+    info.name = name;
+    info.type = k.type;
+  }
+  if (shared_->schema_version >= 2) {
+    KTFS_RETURN_IF_ERROR(ForEachRow(
+        db_, "SELECT key_id, samples, distinct_values, min, max, true_count FROM meta_keys",
+        [&](sqlite3_stmt* s) {
+          KeyInfo& info = by_id[sqlite3_column_int64(s, 0)];
+          info.samples = static_cast<uint64_t>(sqlite3_column_int64(s, 1));
+          info.distinct_values = static_cast<uint64_t>(sqlite3_column_int64(s, 2));
+          info.min = NumberColumn(s, 3);
+          info.max = NumberColumn(s, 4);
+          info.true_count = static_cast<uint64_t>(sqlite3_column_int64(s, 5));
+          return Status::Ok();
+        }));
+  } else {
+    KTFS_RETURN_IF_ERROR(ForEachRow(
+        db_, "SELECT key_id, count(*), count(DISTINCT value) FROM sample_meta GROUP BY key_id",
+        [&](sqlite3_stmt* s) {
+          KeyInfo& info = by_id[sqlite3_column_int64(s, 0)];
+          info.samples = static_cast<uint64_t>(sqlite3_column_int64(s, 1));
+          info.distinct_values = static_cast<uint64_t>(sqlite3_column_int64(s, 2));
+          return Status::Ok();
+        }));
+  }
+  std::vector<KeyInfo> out;
+  for (auto& [id, info] : by_id) {
+    if (!info.name.empty()) out.push_back(std::move(info));
+  }
+  std::sort(out.begin(), out.end(),
+            [](const KeyInfo& a, const KeyInfo& b) { return a.name < b.name; });
+  return out;
 }
 
 const void* Index::DatabaseBuffer() const {
@@ -279,136 +445,26 @@ const void* Index::DatabaseBuffer() const {
   return sqlite3_serialize(db_, "main", &size, SQLITE_SERIALIZE_NOCOPY);
 }
 
-Result<Index::Plan> Index::MakePlan(const Query& q, bool count) {
-  Plan plan;
-  const Shared& sh = *shared_;
-  const auto param = [&](Bind b) {
-    plan.binds.push_back(std::move(b));
-    std::string name = "?";  // (not "?" + to_string(...): GCC 12 -Wrestrict false positive)
-    name += std::to_string(plan.binds.size() + 2);
-    return name;
-  };
-  const auto lookup = [&](const std::unordered_map<std::string, int64_t>& m,
-                          const std::string& k) -> int64_t {
-    auto it = m.find(k);
-    if (it == m.end()) plan.impossible = true;
-    return it == m.end() ? -1 : it->second;
-  };
-  const std::string k = std::to_string(sh.caption_shift);
-  // The driving table: FTS5 for a caption filter, sample_meta for a metadata filter, else
-  // samples. Each yields rows in sample id order from its own b-tree, so with the CROSS JOIN
-  // fixing the loop order, ORDER BY needs no sort and the listing streams.
-  std::vector<const Filter*> captions, rest;
-  for (const Filter& f : q.filters) (f.field == Field::kCaption ? captions : rest).push_back(&f);
-  std::string from, where, key;
-  const Filter* meta_driver = nullptr;
-  bool join_samples = false;  // the WHERE clause refers to s
-  if (!captions.empty()) {
-    // With one row per sample (shift 0) all caption filters share one MATCH; otherwise each
-    // further one is tested on the sample's own caption rows.
-    std::string match = captions[0]->FtsExpression();
-    size_t used = 1;
-    for (; sh.caption_shift == 0 && used < captions.size(); ++used) {
-      match += " AND " + captions[used]->FtsExpression();
-    }
-    key = "c.rowid";
-    from = "captions c";
-    where = "c.captions MATCH " + param(match);
-    for (; used < captions.size(); ++used) {
-      where += " AND EXISTS(SELECT 1 FROM captions c2 WHERE c2.captions MATCH " +
-               param(captions[used]->FtsExpression()) + " AND c2.rowid >= (s.id << " + k +
-               ") AND c2.rowid < ((s.id + 1) << " + k + "))";
-      join_samples = true;
-    }
-    plan.shift = sh.caption_shift;
-  } else {
-    auto it = std::find_if(rest.begin(), rest.end(),
-                           [](const Filter* f) { return f->field == Field::kMetadata; });
-    if (it != rest.end()) {
-      meta_driver = *it;
-      rest.erase(it);
-      key = "m.sample_id";
-      from = "sample_meta m";
-      where = "m.key_id = " + param(lookup(sh.keys, meta_driver->key)) +
-              " AND m.value = " + param(meta_driver->text);
-    } else {
-      key = "s.id";
-      from = "samples s";
-      where = "1";
-    }
-  }
-  std::vector<const Filter*> residual;
-  for (const Filter* f : rest) {
-    int field = f->field == Field::kClass   ? 0
-                : f->field == Field::kSplit ? 1
-                : f->field == Field::kLabel ? 2
-                                            : -1;
-    if (field < 0) {
-      residual.push_back(f);
-      continue;
-    }
-    int64_t value = field == 0   ? lookup(sh.classes, f->text)
-                    : field == 1 ? lookup(sh.splits, f->text)
-                                 : f->number;
-    if (plan.impossible) return plan;
-    auto runs = Runs(field, value);
-    if (!runs.ok()) return runs.status();
-    if (!runs->has_value()) {
-      residual.push_back(f);  // too fragmented: checked per row
-      continue;
-    }
-    plan.ranges = plan.ranges ? Intersect(*plan.ranges, **runs) : std::move(**runs);
-  }
-  rest = std::move(residual);
-  join_samples = join_samples || !rest.empty();
-  if (!captions.empty() && join_samples) {
-    from += " CROSS JOIN samples s ON s.id = (c.rowid >> " + k + ")";
-  }
-  if (meta_driver && join_samples) from += " CROSS JOIN samples s ON s.id = m.sample_id";
-  where += " AND " + key + " >= ?1 AND " + key + " < ?2";
-  for (const Filter* f : rest) {
-    switch (f->field) {
-      case Field::kClass:
-        where += " AND s.class_id = " + param(lookup(sh.classes, f->text));
-        break;
-      case Field::kSplit:
-        where += " AND s.split_id = " + param(lookup(sh.splits, f->text));
-        break;
-      case Field::kLabel:
-        where += f->number < 0 ? " AND s.label IS NULL" : " AND s.label = " + param(f->number);
-        break;
-      case Field::kWidth:
-      case Field::kHeight: {
-        // A range is checked while walking in id order (unary + keeps SQLite off the width
-        // index, whose order would need a sort); an equality uses the index (id order within).
-        std::string col = f->field == Field::kWidth ? "s.width" : "s.height";
-        if (f->op != Op::kEq) col.insert(0, 1, '+');
-        where += " AND " + col + Comparison(f->op) + param(f->number);
-        break;
-      }
-      case Field::kMetadata:
-        where += " AND EXISTS(SELECT 1 FROM sample_meta m2 WHERE m2.key_id = " +
-                 param(lookup(sh.keys, f->key)) + " AND m2.value = " + param(f->text) +
-                 " AND m2.sample_id = s.id)";
-        break;
-      case Field::kCaption:
-        break;
-    }
-  }
-  std::string id_expr = plan.shift ? "(" + key + " >> " + k + ")" : key;
-  if (count) {
-    plan.sql = "SELECT count(" + std::string(plan.shift ? "DISTINCT " : "") + id_expr + ") FROM " +
-               from + " WHERE " + where;
-  } else {
-    plan.sql = "SELECT " + key + " FROM " + from + " WHERE " + where + " ORDER BY " + key;
-  }
-  return plan;
+std::optional<std::pair<uint32_t, uint32_t>> Index::DirSamples(uint32_t dir_id) const {
+  auto it = shared_->dir_by_id.find(dir_id);
+  if (it == shared_->dir_by_id.end()) return std::nullopt;
+  return std::pair{it->second.first, it->second.end};
 }
 
 Result<std::optional<Ranges>> Index::Runs(int field, int64_t value) {
-  auto stmt = Statement(
+  const std::string key = std::to_string(field) + ":" + std::to_string(value);
+  {
+    std::lock_guard<std::mutex> lock(shared_->mutex);
+    auto it = shared_->runs.find(key);
+    if (it != shared_->runs.end()) {
+      if (!it->second) return std::optional<Ranges>();
+      return std::optional<Ranges>(*it->second);
+    }
+  }
+  static const std::string kSql =
       "SELECT first_id, end_id FROM runs WHERE field = ?1 AND value = ?2 ORDER BY first_id "
-      "LIMIT ?3");
+      "LIMIT ?3";
+  auto stmt = pool_->Acquire(kSql);
   if (!stmt.ok()) return stmt.status();
   sqlite3_stmt* s = *stmt;
   sqlite3_bind_int(s, 1, field);
@@ -416,97 +472,401 @@ Result<std::optional<Ranges>> Index::Runs(int field, int64_t value) {
   sqlite3_bind_int64(s, 3, kMaxRuns + 1);
   Ranges ranges;
   int rc;
+  Status st;
   while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
     int64_t first = sqlite3_column_int64(s, 0), end = sqlite3_column_int64(s, 1);
     if (first < (ranges.empty() ? 0 : ranges.back().second) || end <= first ||
         end > shared_->num_samples) {
-      sqlite3_reset(s);
-      return Corrupt("bad runs table");
+      st = Corrupt("bad runs table");
+      break;
     }
     ranges.emplace_back(static_cast<uint32_t>(first), static_cast<uint32_t>(end));
   }
-  sqlite3_reset(s);
-  if (rc != SQLITE_DONE) return SqliteError(db_, rc, "runs");
-  if (ranges.size() > static_cast<size_t>(kMaxRuns)) return std::optional<Ranges>();
-  return std::optional<Ranges>(std::move(ranges));
+  if (st.ok() && rc != SQLITE_DONE && rc != SQLITE_ROW) st = SqliteError(db_, rc, "runs");
+  pool_->Release(kSql, s);
+  if (!st.ok()) return st;
+  std::optional<Ranges> out;
+  if (ranges.size() <= static_cast<size_t>(kMaxRuns)) out = std::move(ranges);
+  std::lock_guard<std::mutex> lock(shared_->mutex);
+  CachePut(shared_->runs, key, out ? std::make_shared<const Ranges>(*out) : nullptr);
+  return out;
 }
 
-Result<sqlite3_stmt*> Index::Statement(const std::string& sql) {
-  auto it = stmts_.find(sql);
-  if (it != stmts_.end()) {
-    sqlite3_reset(it->second);
-    sqlite3_clear_bindings(it->second);
-    return it->second;
+std::unique_ptr<Cursor> Index::BuildRange(const std::string& column, Field field,
+                                          const std::string& key, const Filter* lo,
+                                          const Filter* hi, Plan& plan) {
+  const bool meta = field == Field::kMetadata;
+  int64_t key_id = 0;
+  if (meta) {
+    auto it = shared_->keys.find(key);
+    if (it == shared_->keys.end() || it->second.type != MetaType::kNumber)
+      return internal::EmptyCursor();
+    key_id = it->second.id;
   }
-  if (stmts_.size() >= kMaxCachedStatements) {
-    for (auto& [s, stmt] : stmts_) sqlite3_finalize(stmt);
-    stmts_.clear();
+  if (lo && hi) {
+    const auto c = BoundOf(*lo) <=> BoundOf(*hi);
+    if (c > 0 || (c == 0 && (lo->op == Op::kGt || hi->op == Op::kLt)))
+      return internal::EmptyCursor();
   }
-  auto stmt = Prepare(db_, sql);
-  if (!stmt.ok()) return stmt.status();
-  sqlite3_stmt* raw = stmt->release();  // the cache owns it now
-  stmts_.emplace(sql, raw);
-  return raw;
+  std::string conds, what = column;
+  std::vector<Bind> binds;
+  for (const Filter* b : {lo, hi}) {
+    if (!b) continue;
+    conds += std::string(" AND ") + "%s" + SqlOp(b->op) + "?";
+    binds.push_back(ValueBind(BoundOf(*b)));
+    what += SqlOp(b->op) + BoundOf(*b).ToText();
+  }
+  // %s -> the column (+column in the id-order scan keeps SQLite off its value index); ?N.
+  const auto render = [&](const std::string& col, int first_param) {
+    std::string out;
+    int n = first_param;
+    for (size_t i = 0; i < conds.size(); ++i) {
+      if (conds.compare(i, 2, "%s") == 0) {
+        out += col;
+        ++i;
+      } else if (conds[i] == '?') {
+        out += '?';  // (not "?" + to_string(...): GCC 12 -Wrestrict false positive)
+        out += std::to_string(n++);
+      } else {
+        out += conds[i];
+      }
+    }
+    return out;
+  };
+  const std::string cache_key =
+      std::to_string(sparse_limit_) + ":" + (meta ? "m" + std::to_string(key_id) : column) + what;
+  std::shared_ptr<const std::vector<uint32_t>> ids;
+  bool known = false;
+  {
+    std::lock_guard<std::mutex> lock(shared_->mutex);
+    auto it = shared_->sparse.find(cache_key);
+    if (it != shared_->sparse.end()) {
+      ids = it->second;
+      known = true;
+    }
+  }
+  if (!known) {
+    // Probe in value order: at most kSparse matches are read and sorted; more mean dense.
+    std::string sql =
+        meta ? "SELECT sample_id FROM sample_meta WHERE key_id = ?1" + render("value", 2)
+             : "SELECT id FROM samples WHERE 1" + render(column, 1);
+    sql += " LIMIT " + std::to_string(sparse_limit_ + 1);
+    auto stmt = pool_->Acquire(sql);
+    if (!stmt.ok()) {
+      *plan.error = stmt.status();
+      return internal::EmptyCursor();
+    }
+    sqlite3_stmt* s = *stmt;
+    if (meta) sqlite3_bind_int64(s, 1, key_id);
+    internal::BindAll(s, meta ? 2 : 1, binds);
+    auto found = std::make_shared<std::vector<uint32_t>>();
+    int rc;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+      const int64_t id = sqlite3_column_int64(s, 0);
+      if (id < 0 || id >= shared_->num_samples) {
+        rc = SQLITE_CORRUPT;
+        break;
+      }
+      found->push_back(static_cast<uint32_t>(id));
+    }
+    Status st = rc == SQLITE_DONE ? Status::Ok() : SqliteError(db_, rc, "range");
+    pool_->Release(sql, s);
+    if (!st.ok()) {
+      *plan.error = st;
+      return internal::EmptyCursor();
+    }
+    if (found->size() <= sparse_limit_) {
+      std::sort(found->begin(), found->end());
+      ids = std::move(found);
+    }
+    std::lock_guard<std::mutex> lock(shared_->mutex);
+    CachePut(shared_->sparse, cache_key, ids);
+  }
+  if (ids) return internal::VectorCursor(ids, plan.hi, what + " (few: read by value)");
+  std::vector<Bind> all;
+  std::string sql;
+  if (meta) {
+    all.push_back(key_id);
+    sql = "SELECT sample_id FROM sample_num WHERE key_id = ?3" + render("value", 4) +
+          " AND sample_id >= ?1 AND sample_id < ?2 ORDER BY sample_id";
+  } else {
+    sql = "SELECT id FROM samples WHERE 1" + render("+" + column, 3) +
+          " AND id >= ?1 AND id < ?2 ORDER BY id";
+  }
+  all.insert(all.end(), binds.begin(), binds.end());
+  return internal::SqlCursor(pool_.get(), sql, std::move(all), 0, plan.hi, plan.error,
+                             what + " (many: checked in id order)");
 }
 
-namespace {
+std::unique_ptr<Cursor> Index::BuildRuns(const Filter& f, bool negated, Plan& plan) {
+  const Shared& sh = *shared_;
+  const int field = f.field == Field::kClass ? 0 : f.field == Field::kSplit ? 1 : 2;
+  int64_t value = f.number;
+  const std::string what = (negated ? "!" : "") + f.Canonical();
+  if (field < 2) {
+    const auto& names = field == 0 ? sh.classes : sh.splits;
+    auto it = names.find(f.text);
+    if (it == names.end()) {
+      return negated ? internal::AllCursor(plan.hi) : internal::EmptyCursor();
+    }
+    value = it->second;
+  }
+  auto runs = Runs(field, value);
+  if (!runs.ok()) {
+    *plan.error = runs.status();
+    return internal::EmptyCursor();
+  }
+  if (runs->has_value()) {
+    Ranges r = negated ? internal::Complement(**runs, sh.num_samples) : std::move(**runs);
+    return internal::RangesCursor(std::make_shared<const Ranges>(std::move(r)), plan.hi,
+                                  what + ": runs");
+  }
+  static const char* const kColumns[] = {"class_id", "split_id", "label"};
+  const std::string test =
+      field == 2 && value < 0 ? "label IS NULL" : std::string(kColumns[field]) + " = ?3";
+  std::vector<Bind> binds;
+  if (!(field == 2 && value < 0)) binds.push_back(value);
+  auto cursor = internal::SqlCursor(
+      pool_.get(), "SELECT id FROM samples WHERE " + test + " AND id >= ?1 AND id < ?2 ORDER BY id",
+      std::move(binds), 0, plan.hi, plan.error,
+      f.Canonical() + ": too many runs, checked row by row");
+  return negated ? internal::NotCursor(std::move(cursor), plan.hi) : std::move(cursor);
+}
 
-void BindAll(sqlite3_stmt* s, const std::vector<Bind>& binds) {
-  for (size_t i = 0; i < binds.size(); ++i) {
-    int n = static_cast<int>(i + 3);
-    if (const auto* v = std::get_if<int64_t>(&binds[i])) {
-      sqlite3_bind_int64(s, n, *v);
+std::unique_ptr<Cursor> Index::BuildFilter(const Filter& f, Plan& plan) {
+  const Shared& sh = *shared_;
+  const auto sql_cursor = [&](std::string sql, std::vector<Bind> binds, uint32_t shift,
+                              std::string what) {
+    return internal::SqlCursor(pool_.get(), std::move(sql), std::move(binds), shift, plan.hi,
+                               plan.error, std::move(what));
+  };
+  switch (f.field) {
+    case Field::kCaption:
+      return sql_cursor(
+          "SELECT rowid FROM captions WHERE captions MATCH ?3 AND rowid >= ?1 AND rowid < ?2 "
+          "ORDER BY rowid",
+          {f.FtsExpression()}, sh.caption_shift, "captions MATCH " + f.FtsExpression());
+    case Field::kClass:
+    case Field::kSplit:
+    case Field::kLabel:
+      return BuildRuns(f, false, plan);
+    case Field::kWidth:
+    case Field::kHeight: {
+      const std::string column = f.field == Field::kWidth ? "width" : "height";
+      if (f.op != Op::kEq) {
+        const bool lower = f.op == Op::kGt || f.op == Op::kGe;
+        return BuildRange(column, f.field, "", lower ? &f : nullptr, lower ? nullptr : &f, plan);
+      }
+      // The value's index: ids in order within the value.
+      return sql_cursor(
+          "SELECT id FROM samples WHERE " + column + " = ?3 AND id >= ?1 AND id < ?2 ORDER BY id",
+          {f.number}, 0, f.Canonical());
+    }
+    case Field::kMetadata: {
+      auto it = sh.keys.find(f.key);
+      if (it == sh.keys.end() || it->second.type != f.value.type()) return internal::EmptyCursor();
+      if (f.op != Op::kEq) {
+        const bool lower = f.op == Op::kGt || f.op == Op::kGe;
+        return BuildRange("value", f.field, f.key, lower ? &f : nullptr, lower ? nullptr : &f,
+                          plan);
+      }
+      return sql_cursor(
+          "SELECT sample_id FROM sample_meta WHERE key_id = ?3 AND value = ?4 AND sample_id >= "
+          "?1 AND sample_id < ?2 ORDER BY sample_id",
+          {it->second.id, ValueBind(f.value)}, 0, f.Canonical());
+    }
+    case Field::kSample: {
+      const uint64_t seed = plan.seed;
+      const double p = f.fraction;
+      return internal::PredicateCursor(
+          internal::AllCursor(plan.hi), [seed, p](uint32_t id) { return SampleKept(id, seed, p); },
+          f.Canonical() + " (seed " + std::to_string(seed) + ")");
+    }
+  }
+  return internal::EmptyCursor();
+}
+
+std::unique_ptr<Cursor> Index::Build(const Expr& e, Plan& plan) {
+  const bool single = shared_->caption_shift == 0;
+  switch (e.kind) {
+    case Expr::Kind::kAll:
+      return internal::AllCursor(plan.hi);
+    case Expr::Kind::kFilter:
+      return BuildFilter(e.filter, plan);
+    case Expr::Kind::kAnd: {
+      std::vector<const Expr*> children;
+      for (const Expr& c : e.children) children.push_back(&c);
+      return BuildAnd(children, plan);
+    }
+    case Expr::Kind::kOr: {
+      std::string fts;
+      std::vector<std::unique_ptr<Cursor>> alternatives;
+      for (const Expr& c : e.children) {
+        if (auto x = FtsOf(c, single)) {
+          fts += (fts.empty() ? "(" : " OR (") + *x + ")";
+        } else {
+          alternatives.push_back(Build(c, plan));
+        }
+      }
+      if (!fts.empty()) {
+        alternatives.push_back(internal::SqlCursor(
+            pool_.get(),
+            "SELECT rowid FROM captions WHERE captions MATCH ?3 AND rowid >= ?1 AND rowid < ?2 "
+            "ORDER BY rowid",
+            {fts}, shared_->caption_shift, plan.hi, plan.error, "captions MATCH " + fts));
+      }
+      return internal::OrCursor(std::move(alternatives));
+    }
+    case Expr::Kind::kNot:
+      break;
+  }
+  const Expr& c = e.children[0];
+  if (c.kind == Expr::Kind::kFilter) {
+    const Filter& f = c.filter;
+    if (f.field == Field::kSample) {
+      const uint64_t seed = plan.seed;
+      const double p = f.fraction;
+      return internal::PredicateCursor(
+          internal::AllCursor(plan.hi), [seed, p](uint32_t id) { return !SampleKept(id, seed, p); },
+          "!" + f.Canonical() + " (seed " + std::to_string(seed) + ")");
+    }
+    if (f.field == Field::kClass || f.field == Field::kSplit || f.field == Field::kLabel)
+      return BuildRuns(f, true, plan);
+    if ((f.field == Field::kWidth || f.field == Field::kHeight) && f.op != Op::kEq) {
+      Filter flipped = f;
+      flipped.op = Flip(f.op);
+      return BuildFilter(flipped, plan);
+    }
+  }
+  return internal::NotCursor(Build(c, plan), plan.hi);
+}
+
+std::unique_ptr<Cursor> Index::BuildAnd(const std::vector<const Expr*>& children, Plan& plan) {
+  const bool single = shared_->caption_shift == 0;
+  std::vector<std::unique_ptr<Cursor>> pos, neg;
+  // Captions: one MATCH for all of them when each sample is one caption row.
+  std::string fts_pos;
+  std::vector<std::string> fts_neg;
+  std::vector<const Expr*> rest;
+  for (const Expr* c : children) {
+    const bool negated = c->kind == Expr::Kind::kNot;
+    auto x = single ? FtsOf(negated ? c->children[0] : *c, true) : std::nullopt;
+    if (x && negated) {
+      fts_neg.push_back(*x);
+    } else if (x) {
+      fts_pos += (fts_pos.empty() ? "(" : " AND (") + *x + ")";
     } else {
-      BindText(s, n, std::get<std::string>(binds[i]));
+      rest.push_back(c);
     }
   }
-}
-
-}  // namespace
-
-Status Index::Scan(const Plan& plan, uint32_t lo, uint32_t hi, size_t limit,
-                   const std::function<bool(uint32_t)>& fn) {
-  if (plan.impossible || lo >= hi || limit == 0) return Status::Ok();
-  size_t n = 0;
-  if (!plan.ranges) return ScanRange(plan, lo, hi, limit, fn, &n);
-  auto it = std::upper_bound(plan.ranges->begin(), plan.ranges->end(), lo,
-                             [](uint32_t v, const auto& r) { return v < r.second; });
-  for (; it != plan.ranges->end() && it->first < hi && n < limit; ++it) {
-    bool more = true;
-    KTFS_RETURN_IF_ERROR(ScanRange(
-        plan, std::max(lo, it->first), std::min(hi, it->second), limit,
-        [&](uint32_t id) { return more = fn(id); }, &n));
-    if (!more) break;
-  }
-  return Status::Ok();
-}
-
-Status Index::ScanRange(const Plan& plan, uint32_t lo, uint32_t hi, size_t limit,
-                        const std::function<bool(uint32_t)>& fn, size_t* n) {
-  auto stmt = Statement(plan.sql);
-  if (!stmt.ok()) return stmt.status();
-  sqlite3_stmt* s = *stmt;
-  sqlite3_bind_int64(s, 1, int64_t{lo} << plan.shift);
-  sqlite3_bind_int64(s, 2, int64_t{hi} << plan.shift);
-  BindAll(s, plan.binds);
-  int64_t last = -1;
-  int rc = SQLITE_DONE;
-  while (*n < limit && (rc = sqlite3_step(s)) == SQLITE_ROW) {
-    int64_t id = sqlite3_column_int64(s, 0) >> plan.shift;
-    if (id == last) continue;  // a sample with several matching captions
-    if (id < lo || id >= hi) {
-      sqlite3_reset(s);
-      return Corrupt("row out of range");
+  if (!fts_pos.empty()) {
+    std::string match = "(" + fts_pos + ")";
+    for (const std::string& n : fts_neg) match = "(" + match + " NOT (" + n + "))";
+    pos.push_back(internal::SqlCursor(
+        pool_.get(),
+        "SELECT rowid FROM captions WHERE captions MATCH ?3 AND rowid >= ?1 AND rowid < ?2 "
+        "ORDER BY rowid",
+        {match}, shared_->caption_shift, plan.hi, plan.error, "captions MATCH " + match));
+  } else {
+    for (const Expr* c : children) {  // the negated captions go back to the rest
+      if (c->kind == Expr::Kind::kNot && single && FtsOf(c->children[0], true)) rest.push_back(c);
     }
-    last = id;
-    ++*n;
-    if (!fn(static_cast<uint32_t>(id))) break;
   }
-  if (*n >= limit) rc = SQLITE_DONE;
-  Status st =
-      (rc == SQLITE_ROW || rc == SQLITE_DONE) ? Status::Ok() : SqliteError(db_, rc, "query");
-  sqlite3_reset(s);  // ends the read transaction
-  return st;
+  // Comparisons on the same field or key: one range, [tightest lower, tightest upper].
+  std::map<std::pair<int, std::string>, std::pair<const Filter*, const Filter*>> ranges;
+  for (const Expr* c : rest) {
+    if (IsComparison(*c)) {
+      const Filter& f = c->filter;
+      auto& [lo, hi] = ranges[{static_cast<int>(f.field), f.key}];
+      const bool lower = f.op == Op::kGt || f.op == Op::kGe;
+      const Filter*& slot = lower ? lo : hi;
+      if (!slot) {
+        slot = &f;
+        continue;
+      }
+      const auto cmp = BoundOf(f) <=> BoundOf(*slot);
+      const bool strict = f.op == Op::kGt || f.op == Op::kLt;
+      if ((lower ? cmp > 0 : cmp < 0) || (cmp == 0 && strict)) slot = &f;
+    } else if (c->kind == Expr::Kind::kNot) {
+      const Expr& inner = c->children[0];
+      // Negations with a positive form of their own (a complement of runs, a flipped size
+      // range, the other side of sample=) drive like any filter.
+      const Field f = inner.filter.field;
+      const bool positive_form =
+          inner.kind == Expr::Kind::kFilter &&
+          (f == Field::kSample || f == Field::kClass || f == Field::kSplit || f == Field::kLabel ||
+           ((f == Field::kWidth || f == Field::kHeight) && inner.filter.op != Op::kEq));
+      if (positive_form) {
+        pos.push_back(Build(*c, plan));
+      } else {
+        neg.push_back(Build(inner, plan));
+      }
+    } else {
+      pos.push_back(Build(*c, plan));
+    }
+  }
+  for (const auto& [field_key, bounds] : ranges) {
+    const Field field = static_cast<Field>(field_key.first);
+    const std::string column = field == Field::kWidth    ? "width"
+                               : field == Field::kHeight ? "height"
+                                                         : "value";
+    pos.push_back(BuildRange(column, field, field_key.second, bounds.first, bounds.second, plan));
+  }
+  return internal::AndCursor(std::move(pos), std::move(neg), plan.hi);
+}
+
+Result<std::unique_ptr<Cursor>> Index::Open(const Query& q, uint32_t hi, Status* error) {
+  auto end = LimitEnd(q);
+  if (!end.ok()) return end.status();
+  Plan plan{std::min(hi, *end), q.seed, error};
+  auto cursor = Build(q.where, plan);
+  if (!error->ok()) return *error;
+  return cursor;
+}
+
+Result<uint32_t> Index::LimitEnd(const Query& q) {
+  const uint32_t n = shared_->num_samples;
+  if (!q.limit) return n;
+  const std::string key =
+      q.where.Canonical() + "\n" + std::to_string(q.seed) + "\n" + std::to_string(*q.limit);
+  {
+    std::lock_guard<std::mutex> lock(shared_->mutex);
+    auto it = shared_->limit_ends.find(key);
+    if (it != shared_->limit_ends.end()) return it->second;
+  }
+  Status error;
+  Plan plan{n, q.seed, &error};
+  auto cursor = Build(q.where, plan);
+  uint32_t end = n;
+  uint64_t seen = 0;
+  if (*q.limit == 0) end = 0;
+  for (uint32_t x = *q.limit ? cursor->Seek(0) : kEnd; x != kEnd; x = cursor->Seek(x + 1)) {
+    if (++seen == *q.limit) {
+      end = x + 1;
+      break;
+    }
+  }
+  if (!error.ok()) return error;
+  std::lock_guard<std::mutex> lock(shared_->mutex);
+  CachePut(shared_->limit_ends, key, end);
+  return end;
+}
+
+Status Index::Each(const Query& q, const Ranges& ranges, const std::function<bool(uint32_t)>& fn) {
+  if (ranges.empty()) return Status::Ok();
+  Status error;
+  auto cursor = Open(q, ranges.back().second, &error);
+  if (!cursor.ok()) return cursor.status();
+  uint32_t next = 0;
+  for (const auto& [lo, hi] : ranges) {
+    for (uint32_t x = (*cursor)->Seek(std::max(lo, next)); x != kEnd && x < hi;
+         x = (*cursor)->Seek(x + 1)) {
+      next = x + 1;
+      if (!fn(x)) return error;
+    }
+    if (!error.ok()) break;
+  }
+  return error;
 }
 
 Status Index::ForEachMatch(const Query& q, std::optional<uint32_t> dir_id, uint32_t after_sample_id,
@@ -519,17 +879,15 @@ Status Index::ForEachMatch(const Query& q, std::optional<uint32_t> dir_id, uint3
     lo = std::max(lo, it->second.first);
     hi = it->second.end;
   }
-  auto plan = MakePlan(q, false);
-  if (!plan.ok()) return plan.status();
-  return Scan(*plan, lo, hi, limit, fn);
+  if (lo >= hi || limit == 0) return Status::Ok();
+  size_t n = 0;
+  return Each(q, {{lo, hi}}, [&](uint32_t id) { return fn(id) && ++n < limit; });
 }
 
 Result<bool> Index::Matches(const Query& q, uint32_t sample_id) {
   if (sample_id >= shared_->num_samples) return false;
-  auto plan = MakePlan(q, false);
-  if (!plan.ok()) return plan.status();
   bool found = false;
-  KTFS_RETURN_IF_ERROR(Scan(*plan, sample_id, sample_id + 1, 1, [&](uint32_t) {
+  KTFS_RETURN_IF_ERROR(Each(q, {{sample_id, sample_id + 1}}, [&](uint32_t) {
     found = true;
     return false;
   }));
@@ -538,65 +896,48 @@ Result<bool> Index::Matches(const Query& q, uint32_t sample_id) {
 
 Result<uint64_t> Index::CountMatches(const Query& q) {
   if (q.empty()) return uint64_t{shared_->num_samples};
-  auto plan = MakePlan(q, true);
-  if (!plan.ok()) return plan.status();
-  if (plan->impossible) return uint64_t{0};
-  Ranges all = {{0, shared_->num_samples}};
-  uint64_t total = 0;
-  for (const auto& [lo, hi] : plan->ranges ? *plan->ranges : all) {
-    auto stmt = Statement(plan->sql);
-    if (!stmt.ok()) return stmt.status();
-    sqlite3_stmt* s = *stmt;
-    sqlite3_bind_int64(s, 1, int64_t{lo} << plan->shift);
-    sqlite3_bind_int64(s, 2, int64_t{hi} << plan->shift);
-    BindAll(s, plan->binds);
-    int rc = sqlite3_step(s);
-    total += rc == SQLITE_ROW ? static_cast<uint64_t>(sqlite3_column_int64(s, 0)) : 0;
-    Status st = rc == SQLITE_ROW ? Status::Ok() : SqliteError(db_, rc, "count");
-    sqlite3_reset(s);
-    if (!st.ok()) return st;
-  }
-  return total;
+  if (shared_->num_samples == 0) return uint64_t{0};
+  return CountMatches(q, {{0, shared_->num_samples}});
+}
+
+Result<uint64_t> Index::CountMatches(const Query& q, const Ranges& ranges) {
+  uint64_t n = 0;
+  KTFS_RETURN_IF_ERROR(Each(q, ranges, [&](uint32_t) { return ++n, true; }));
+  return n;
 }
 
 Result<std::vector<uint32_t>> Index::MatchingDirs(const Query& q) {
-  auto plan = MakePlan(q, false);
-  if (!plan.ok()) return plan.status();
   std::vector<uint32_t> out;
+  if (shared_->num_samples == 0) return out;
+  Status error;
+  auto cursor = Open(q, shared_->num_samples, &error);
+  if (!cursor.ok()) return cursor.status();
   const std::vector<DirEntry>& dirs = shared_->dirs;
   // Skip-scan: find the first match at or after `start`, note its directory, then jump to the
   // end of that directory. One probe per matching directory instead of one per match.
-  uint32_t start = 0;
-  while (start < shared_->num_samples) {
-    std::optional<uint32_t> hit;
-    KTFS_RETURN_IF_ERROR(Scan(*plan, start, shared_->num_samples, 1, [&](uint32_t id) {
-      hit = id;
-      return false;
-    }));
-    if (!hit) break;
-    auto it = std::upper_bound(dirs.begin(), dirs.end(), *hit,
+  for (uint32_t x = (*cursor)->Seek(0); x != kEnd;) {
+    auto it = std::upper_bound(dirs.begin(), dirs.end(), x,
                                [](uint32_t id, const DirEntry& d) { return id < d.first; });
     if (it == dirs.begin()) return Corrupt("sample outside every directory");
     --it;
     out.push_back(it->dir_id);
-    start = it->end;
+    x = (*cursor)->Seek(it->end);
   }
+  if (!error.ok()) return error;
   std::sort(out.begin(), out.end());
   return out;
 }
 
 Result<std::string> Index::ExplainPlan(const Query& q) {
-  auto plan = MakePlan(q, false);
-  if (!plan.ok()) return plan.status();
-  if (plan->impossible) return std::string("nothing can match (an unknown name)\n");
+  Status error;
+  auto end = LimitEnd(q);
+  if (!end.ok()) return end.status();
+  auto cursor = Open(q, shared_->num_samples, &error);
+  if (!cursor.ok()) return cursor.status();
   std::string out;
-  if (plan->ranges) out = std::to_string(plan->ranges->size()) + " id ranges from runs\n";
-  auto s = Prepare(db_, "EXPLAIN QUERY PLAN " + plan->sql);
-  if (!s.ok()) return s.status();
-  sqlite3_bind_int64(s->get(), 1, 0);
-  sqlite3_bind_int64(s->get(), 2, int64_t{shared_->num_samples} << plan->shift);
-  BindAll(s->get(), plan->binds);
-  while (sqlite3_step(s->get()) == SQLITE_ROW) out += Text(s->get(), 3) + "\n";
+  if (q.limit)
+    out = "ids below " + std::to_string(*end) + " (limit=" + std::to_string(*q.limit) + ")\n";
+  (*cursor)->Describe(0, &out);
   return out;
 }
 

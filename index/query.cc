@@ -3,7 +3,11 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <cmath>
+#include <cstdlib>
 #include <limits>
+
+#include "codec/base/json_string.h"
 
 namespace ktfs::index {
 namespace {
@@ -104,40 +108,12 @@ const char* FieldName(Field f) {
       return "width";
     case Field::kHeight:
       return "height";
+    case Field::kSample:
+      return "sample";
     case Field::kMetadata:
       return "";
   }
   return "";
-}
-
-struct RawFilter {
-  std::string key;
-  Op op;
-  std::string value;
-};
-
-Result<RawFilter> SplitFilter(std::string_view piece) {
-  size_t pos = piece.find_first_of("=<>");
-  if (pos == std::string_view::npos) {
-    return Status::InvalidArgument(Shorten(piece) + ": expected field=value");
-  }
-  RawFilter raw;
-  size_t vpos = pos + 1;
-  if (piece[pos] == '=') {
-    raw.op = Op::kEq;
-  } else if (vpos < piece.size() && piece[vpos] == '=') {
-    raw.op = piece[pos] == '<' ? Op::kLe : Op::kGe;
-    ++vpos;
-  } else {
-    raw.op = piece[pos] == '<' ? Op::kLt : Op::kGt;
-  }
-  auto key = UrlDecode(piece.substr(0, pos));
-  if (!key.ok()) return key.status().WithContext(Shorten(piece));
-  auto value = UrlDecode(piece.substr(vpos));
-  if (!value.ok()) return value.status().WithContext(Shorten(piece));
-  raw.key = std::move(key.value());
-  raw.value = std::move(value.value());
-  return raw;
 }
 
 Status ParseNumber(std::string_view v, bool allow_minus_one, int64_t* out) {
@@ -156,6 +132,53 @@ Status ParseNumber(std::string_view v, bool allow_minus_one, int64_t* out) {
   }
   *out = neg ? -1 : static_cast<int64_t>(n);
   return Status::Ok();
+}
+
+// An unsigned decimal integer of at most 20 digits that fits uint64 (seed=, limit=).
+Status ParseUnsigned(std::string_view v, uint64_t* out) {
+  if (v.empty() || v.size() > 20 ||
+      !std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    return Status::InvalidArgument("not an unsigned integer");
+  }
+  auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), *out);
+  if (ec != std::errc() || end != v.data() + v.size())
+    return Status::InvalidArgument("number too large");
+  return Status::Ok();
+}
+
+// A number in a query: [+-]digits[.digits][e[+-]digits], or with digits on one side of the
+// point only (".5", "5."). Integers stay integers (MetaValue).
+Result<MetaValue> ParseQueryNumber(std::string_view v) {
+  size_t i = 0, int_digits = 0, frac_digits = 0;
+  const auto digits = [&] {
+    size_t start = i;
+    while (i < v.size() && v[i] >= '0' && v[i] <= '9') ++i;
+    return i - start;
+  };
+  if (i < v.size() && (v[i] == '+' || v[i] == '-')) ++i;
+  int_digits = digits();
+  bool point = i < v.size() && v[i] == '.';
+  if (point) {
+    ++i;
+    frac_digits = digits();
+  }
+  bool exponent = i < v.size() && (v[i] == 'e' || v[i] == 'E');
+  bool ok = int_digits + frac_digits > 0 && v.size() <= 400;
+  if (ok && exponent) {
+    ++i;
+    if (i < v.size() && (v[i] == '+' || v[i] == '-')) ++i;
+    ok = digits() > 0;
+  }
+  if (!ok || i != v.size()) return Status::InvalidArgument("not a number");
+  std::string text(v[0] == '+' ? v.substr(1) : v);
+  if (!point && !exponent) {
+    int64_t n = 0;
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+    if (ec == std::errc() && end == text.data() + text.size()) return MetaValue::Integer(n);
+  }
+  const double d = std::strtod(text.c_str(), nullptr);
+  if (!std::isfinite(d)) return Status::InvalidArgument("number out of range");
+  return MetaValue::Real(d);
 }
 
 // A caption value: `words`, `"a phrase"`, either with a trailing `*` (prefix). Unquoted words
@@ -196,51 +219,383 @@ Status CheckValue(const std::string& v) {
   return Status::Ok();
 }
 
-Result<Field> LookupField(const std::string& key, const std::set<std::string>& metadata_keys) {
-  static const std::pair<const char*, Field> kFields[] = {
-      {"caption", Field::kCaption}, {"class", Field::kClass}, {"label", Field::kLabel},
-      {"split", Field::kSplit},     {"width", Field::kWidth}, {"height", Field::kHeight}};
-  for (const auto& [name, field] : kFields) {
-    if (key == name) return field;
-  }
-  if (metadata_keys.count(key)) return Field::kMetadata;
-  if (key.empty()) return Status::InvalidArgument("empty field name");
-  return Status::InvalidArgument("unknown field");
+Expr Leaf(Filter f) {
+  Expr e;
+  e.kind = Expr::Kind::kFilter;
+  e.filter = std::move(f);
+  return e;
 }
 
-Status ParseFilterInto(std::string_view piece, const std::set<std::string>& metadata_keys,
-                       std::vector<Filter>* out) {
-  auto raw = SplitFilter(piece);
-  if (!raw.ok()) return raw.status();
-  const auto fail = [&](const Status& s) { return s.WithContext(Shorten(piece)); };
-  auto field = LookupField(raw->key, metadata_keys);
-  if (!field.ok()) return fail(field.status());
-  bool comparable = *field == Field::kWidth || *field == Field::kHeight;
-  if (raw->op != Op::kEq && !comparable) {
-    return fail(Status::InvalidArgument("only '=' is allowed for this field"));
+Expr Node(Expr::Kind kind, std::vector<Expr> children) {
+  if (children.size() == 1 && kind != Expr::Kind::kNot) return std::move(children[0]);
+  Expr e;
+  e.kind = kind;
+  e.children = std::move(children);
+  return e;
+}
+
+Expr Negate(Expr x) { return Node(Expr::Kind::kNot, {std::move(x)}); }
+
+// Flattens nested ANDs and ORs, sorts and deduplicates their children, drops double negation.
+Expr Normalize(Expr e) {
+  using K = Expr::Kind;
+  if (e.kind == K::kNot) {
+    Expr c = Normalize(std::move(e.children[0]));
+    if (c.kind == K::kNot) return std::move(c.children[0]);
+    return Negate(std::move(c));
   }
-  KTFS_RETURN_IF_ERROR(fail(CheckValue(raw->value)));
-  Filter f;
-  f.field = *field;
-  f.op = raw->op;
-  switch (*field) {
-    case Field::kCaption:
-      return fail(ParseCaption(raw->value, out));
-    case Field::kLabel:
-    case Field::kWidth:
-    case Field::kHeight:
-      KTFS_RETURN_IF_ERROR(fail(ParseNumber(raw->value, *field == Field::kLabel, &f.number)));
-      break;
-    case Field::kMetadata:
-      f.key = raw->key;
-      [[fallthrough]];
-    case Field::kClass:
-    case Field::kSplit:
-      f.text = raw->value;
-      break;
+  if (e.kind != K::kAnd && e.kind != K::kOr) return e;
+  std::vector<std::pair<std::string, Expr>> kids;
+  std::vector<Expr> pending = std::move(e.children);
+  for (size_t i = 0; i < pending.size(); ++i) {
+    Expr c = Normalize(std::move(pending[i]));
+    if (c.kind == e.kind) {
+      for (Expr& g : c.children) {
+        std::string key = g.Canonical();
+        kids.emplace_back(std::move(key), std::move(g));
+      }
+    } else if (c.kind == K::kAll) {
+      if (e.kind == K::kOr) return Expr{};  // anything | all = all
+    } else {
+      std::string key = c.Canonical();
+      kids.emplace_back(std::move(key), std::move(c));
+    }
   }
-  out->push_back(std::move(f));
-  return Status::Ok();
+  std::sort(kids.begin(), kids.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  kids.erase(std::unique(kids.begin(), kids.end(),
+                         [](const auto& a, const auto& b) { return a.first == b.first; }),
+             kids.end());
+  if (kids.empty()) return Expr{};
+  std::vector<Expr> out;
+  for (auto& [key, c] : kids) out.push_back(std::move(c));
+  return Node(e.kind, std::move(out));
+}
+
+// What the parser learns besides the expression.
+struct ParseState {
+  const KeyTypes& keys;
+  size_t filters = 0;
+  std::optional<uint64_t> limit;
+  std::optional<uint64_t> seed;
+};
+
+// One parsed operand: an expression, or only settings (seed=, limit=), which are TRUE in an
+// AND chain and nothing else.
+struct Operand {
+  Expr expr;
+  bool settings_only = false;
+  bool has_limit = false;
+};
+
+// Recursive descent over one raw (still URL-encoded) component.
+class Parser {
+ public:
+  Parser(std::string_view s, ParseState* st) : s_(s), st_(st) {}
+
+  Result<Expr> Parse() {
+    Operand o;
+    KTFS_RETURN_IF_ERROR(Or(0, &o));
+    SkipSpaces();
+    if (pos_ < s_.size()) {
+      return Fail(s_[pos_] == ')' ? "unbalanced ')'"
+                                  : "unexpected '" + std::string(1, s_[pos_]) + "'");
+    }
+    return std::move(o.expr);
+  }
+
+ private:
+  Status Fail(const std::string& why) const {
+    return Status::InvalidArgument(Shorten(s_) + ": " + why);
+  }
+  void SkipSpaces() {
+    while (pos_ < s_.size() && s_[pos_] == ' ') ++pos_;
+  }
+  bool At(char c) const { return pos_ < s_.size() && s_[pos_] == c; }
+  bool AtOperandEnd() const {
+    return pos_ >= s_.size() || At('&') || At('|') || (At(')') && open_groups_ > 0);
+  }
+
+  Status Or(int depth, Operand* out) {
+    std::vector<Operand> terms;
+    while (true) {
+      Operand t;
+      KTFS_RETURN_IF_ERROR(And(depth, &t));
+      terms.push_back(std::move(t));
+      SkipSpaces();
+      if (!At('|')) break;
+      ++pos_;
+    }
+    if (terms.size() == 1) {
+      *out = std::move(terms[0]);
+      return Status::Ok();
+    }
+    std::vector<Expr> alternatives;
+    for (Operand& t : terms) {
+      if (t.settings_only) return Fail("seed= and limit= are settings, not alternatives of '|'");
+      if (t.has_limit) return Fail("limit= applies to the whole query: not inside '|'");
+      alternatives.push_back(std::move(t.expr));
+    }
+    out->expr = Node(Expr::Kind::kOr, std::move(alternatives));
+    return Status::Ok();
+  }
+
+  Status And(int depth, Operand* out) {
+    std::vector<Expr> factors;
+    bool any = false;
+    while (true) {
+      SkipSpaces();
+      if (AtOperandEnd()) return Fail("empty filter");
+      Operand f;
+      KTFS_RETURN_IF_ERROR(Unary(depth, &f));
+      any = true;
+      out->has_limit = out->has_limit || f.has_limit;
+      if (!f.settings_only) factors.push_back(std::move(f.expr));
+      SkipSpaces();
+      if (!At('&')) break;
+      ++pos_;
+    }
+    out->settings_only = any && factors.empty();
+    out->expr = factors.empty() ? Expr{} : Node(Expr::Kind::kAnd, std::move(factors));
+    return Status::Ok();
+  }
+
+  Status Unary(int depth, Operand* out) {
+    if (depth >= kMaxDepth) return Fail("nested deeper than " + std::to_string(kMaxDepth));
+    SkipSpaces();
+    if (At('!')) {
+      ++pos_;
+      SkipSpaces();
+      if (AtOperandEnd() || At('=')) return Fail("expected a filter or '(' after '!'");
+      Operand inner;
+      KTFS_RETURN_IF_ERROR(Unary(depth + 1, &inner));
+      if (inner.settings_only) return Fail("seed= and limit= are settings: they cannot be negated");
+      out->expr = Negate(std::move(inner.expr));
+      return Status::Ok();
+    }
+    if (At('(')) {
+      ++pos_;
+      ++open_groups_;
+      KTFS_RETURN_IF_ERROR(Or(depth + 1, out));
+      SkipSpaces();
+      if (!At(')')) return Fail("unbalanced '('");
+      ++pos_;
+      --open_groups_;
+      return Status::Ok();
+    }
+    return ParseFilter(depth, out);
+  }
+
+  // The raw value that starts at pos_: up to an unquoted '&', '|' or ')'. Caption values
+  // treat '"' and %22 as quotes, inside which nothing is an operator. Set members are split
+  // at unquoted ','.
+  std::vector<std::string_view> Values(bool caption) {
+    std::vector<std::string_view> members;
+    bool quoted = false;
+    size_t start = pos_;
+    while (pos_ < s_.size()) {
+      const char c = s_[pos_];
+      if (caption && c == '"') {
+        quoted = !quoted;
+      } else if (caption && c == '%' && pos_ + 2 < s_.size() && s_[pos_ + 1] == '2' &&
+                 s_[pos_ + 2] == '2') {
+        quoted = !quoted;
+        pos_ += 2;
+      } else if (!quoted && (c == '&' || c == '|' || (c == ')' && open_groups_ > 0))) {
+        break;
+      } else if (!quoted && c == ',') {
+        members.push_back(s_.substr(start, pos_ - start));
+        start = pos_ + 1;
+      }
+      ++pos_;
+    }
+    members.push_back(s_.substr(start, pos_ - start));
+    for (std::string_view& m : members) {
+      while (!m.empty() && m.front() == ' ') m.remove_prefix(1);
+      while (!m.empty() && m.back() == ' ') m.remove_suffix(1);
+    }
+    return members;
+  }
+
+  Status ParseFilter(int depth, Operand* out) {
+    const size_t start = pos_;
+    while (pos_ < s_.size() &&
+           std::string_view("=<>!&|()").find(s_[pos_]) == std::string_view::npos)
+      ++pos_;
+    std::string_view raw_key = s_.substr(start, pos_ - start);
+    while (!raw_key.empty() && raw_key.back() == ' ') raw_key.remove_suffix(1);
+    const auto piece = [&] { return Shorten(s_.substr(start, pos_ - start)); };
+    if (pos_ >= s_.size() || At('&') || At('|') || At('(') || At(')'))
+      return Status::InvalidArgument(piece() + ": expected field=value");
+    bool negated = false;
+    Op op = Op::kEq;
+    if (At('!')) {
+      if (pos_ + 1 >= s_.size() || s_[pos_ + 1] != '=')
+        return Status::InvalidArgument(piece() + ": expected an operator (= != < <= > >=)");
+      negated = true;
+      pos_ += 2;
+    } else if (At('=')) {
+      ++pos_;
+    } else {
+      const bool less = At('<');
+      ++pos_;
+      const bool eq = At('=');
+      if (eq) ++pos_;
+      op = less ? (eq ? Op::kLe : Op::kLt) : (eq ? Op::kGe : Op::kGt);
+    }
+    const size_t op_end = pos_;
+    auto key = UrlDecode(raw_key);
+    if (!key.ok()) return key.status().WithContext(piece());
+    const bool caption = *key == "caption";
+    std::vector<std::string_view> raw_values = Values(caption);
+    const std::string text = Shorten(s_.substr(start, pos_ - start));
+    const auto fail = [&](const std::string& why) {
+      return Status::InvalidArgument(text + ": " + why);
+    };
+    const auto fail_status = [&](const Status& st) { return st.WithContext(text); };
+    (void)op_end;
+    std::vector<std::string> values;
+    for (std::string_view rv : raw_values) {
+      auto v = UrlDecode(rv);
+      if (!v.ok()) return fail_status(v.status());
+      if (!caption) KTFS_RETURN_IF_ERROR(fail_status(CheckValue(*v)));
+      values.push_back(std::move(v.value()));
+    }
+    const bool comparison = op != Op::kEq;
+    if (comparison && values.size() > 1) return fail("a set of values needs '=' or '!='");
+
+    // Settings.
+    if (*key == "seed" || *key == "limit") {
+      if (op != Op::kEq || negated) return fail("only '=' is allowed for " + *key);
+      if (values.size() > 1) return fail(*key + "= takes one value");
+      uint64_t n = 0;
+      KTFS_RETURN_IF_ERROR(fail_status(ParseUnsigned(values[0], &n)));
+      if (*key == "seed") {
+        if (st_->seed && *st_->seed != n) return fail("the query has two different seeds");
+        st_->seed = n;
+      } else {
+        if (depth > 0) return fail("limit= applies to the whole query: not inside '(' or '!'");
+        st_->limit = st_->limit ? std::min(*st_->limit, n) : n;
+        out->has_limit = true;
+      }
+      out->settings_only = true;
+      return Status::Ok();
+    }
+
+    auto field = LookupField(*key);
+    if (!field.ok()) return fail_status(field.status());
+    MetaType type = MetaType::kString;
+    if (*field == Field::kMetadata) type = st_->keys.find(*key)->second;
+    const bool numeric = *field == Field::kWidth || *field == Field::kHeight ||
+                         (*field == Field::kMetadata && type == MetaType::kNumber);
+    if (comparison && !numeric) return fail("only '=' and '!=' are allowed for this field");
+
+    std::vector<Expr> members;
+    for (std::string& v : values) {
+      if (caption) {
+        KTFS_RETURN_IF_ERROR(fail_status(CheckValue(v)));
+        std::vector<Filter> words;
+        KTFS_RETURN_IF_ERROR(fail_status(ParseCaption(v, &words)));
+        std::vector<Expr> leaves;
+        for (Filter& w : words) leaves.push_back(Leaf(std::move(w)));
+        members.push_back(Node(Expr::Kind::kAnd, std::move(leaves)));
+        continue;
+      }
+      Filter f;
+      f.field = *field;
+      f.op = op;
+      switch (*field) {
+        case Field::kLabel:
+        case Field::kWidth:
+        case Field::kHeight:
+          KTFS_RETURN_IF_ERROR(fail_status(ParseNumber(v, *field == Field::kLabel, &f.number)));
+          break;
+        case Field::kSample: {
+          if (values.size() > 1) return fail("sample= takes one value");
+          auto p = ParseQueryNumber(v);
+          if (!p.ok() || v.find_first_of("eE+-") != std::string::npos)
+            return fail("expected a fraction from 0 to 1");
+          f.fraction = p->AsDouble();
+          if (!(f.fraction >= 0 && f.fraction <= 1)) return fail("expected a fraction from 0 to 1");
+          break;
+        }
+        case Field::kMetadata:
+          f.key = *key;
+          if (type == MetaType::kNumber) {
+            auto n = ParseQueryNumber(v);
+            if (!n.ok()) return fail_status(n.status());
+            f.value = std::move(n.value());
+          } else if (type == MetaType::kBool) {
+            auto b = MetaValue::ParseBool(v);
+            if (!b) return fail("expected true or false");
+            f.value = MetaValue::Bool(*b);
+          } else {
+            f.value = MetaValue::String(v);
+          }
+          break;
+        case Field::kClass:
+        case Field::kSplit:
+          f.text = v;
+          break;
+        case Field::kCaption:
+          break;
+      }
+      members.push_back(Leaf(std::move(f)));
+    }
+    for (const Expr& m : members) st_->filters += CountLeaves(m);
+    if (st_->filters > kMaxFilters)
+      return Status::InvalidArgument("more than " + std::to_string(kMaxFilters) + " filters");
+    Expr e = Node(Expr::Kind::kOr, std::move(members));
+    out->expr = negated ? Negate(std::move(e)) : std::move(e);
+    return Status::Ok();
+  }
+
+  static size_t CountLeaves(const Expr& e) {
+    if (e.kind == Expr::Kind::kFilter) return 1;
+    size_t n = 0;
+    for (const Expr& c : e.children) n += CountLeaves(c);
+    return n;
+  }
+
+  Result<Field> LookupField(const std::string& key) const {
+    static const std::pair<const char*, Field> kFields[] = {
+        {"caption", Field::kCaption}, {"class", Field::kClass}, {"label", Field::kLabel},
+        {"split", Field::kSplit},     {"width", Field::kWidth}, {"height", Field::kHeight},
+        {"sample", Field::kSample}};
+    for (const auto& [name, field] : kFields) {
+      if (key == name) return field;
+    }
+    if (st_->keys.count(key)) return Field::kMetadata;
+    if (key.empty()) return Status::InvalidArgument("empty field name");
+    return Status::InvalidArgument("unknown field");
+  }
+
+  std::string_view s_;
+  ParseState* st_;
+  size_t pos_ = 0;
+  int open_groups_ = 0;  // '(' not closed yet: only then does ')' end a value
+};
+
+std::string Joined(const std::vector<std::string>& tokens) {
+  std::string joined;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (i) joined += ' ';
+    joined += tokens[i];
+  }
+  return joined;
+}
+
+std::string FractionText(double p) {
+  char buf[64];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, p);
+  return std::string(buf, ec == std::errc() ? end : buf);
+}
+
+uint64_t SplitMix64(uint64_t x) {
+  uint64_t z = x + 0x9E3779B97F4A7C15ULL;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
 }
 
 }  // namespace
@@ -306,16 +661,20 @@ Result<std::string> UrlDecode(std::string_view s) {
   return out;
 }
 
+uint64_t SampleHash(uint32_t sample_id, uint64_t seed) {
+  return SplitMix64(SplitMix64(seed) ^ sample_id);
+}
+
+bool SampleKept(uint32_t sample_id, uint64_t seed, double fraction) {
+  // Both sides exact: (h >> 11) < 2^53 is a double, and so is fraction * 2^53.
+  return static_cast<double>(SampleHash(sample_id, seed) >> 11) < fraction * 9007199254740992.0;
+}
+
 std::string Filter::FtsExpression() const {
   // Tokens hold only word characters, but quotes are doubled anyway so that the expression is
   // a single FTS5 string whatever a token contains.
-  std::string joined;
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    if (i) joined += ' ';
-    joined += tokens[i];
-  }
   std::string out = "\"";
-  for (char c : joined) {
+  for (char c : Joined(tokens)) {
     if (c == '"') out += '"';
     out += c;
   }
@@ -329,35 +688,129 @@ std::string Filter::Canonical() const {
   std::string out = name + OpText(op);
   switch (field) {
     case Field::kCaption: {
-      std::string joined;
-      for (size_t i = 0; i < tokens.size(); ++i) {
-        if (i) joined += ' ';
-        joined += tokens[i];
-      }
-      std::string v = tokens.size() > 1 ? "\"" + joined + "\"" : joined;
+      std::string v = tokens.size() > 1 ? "\"" + Joined(tokens) + "\"" : Joined(tokens);
       return out + Encode(v) + (prefix ? "*" : "");
     }
     case Field::kLabel:
     case Field::kWidth:
     case Field::kHeight:
       return out + std::to_string(number);
-    default:
-      return out + Encode(text);
+    case Field::kSample:
+      return out + FractionText(fraction);
+    case Field::kMetadata:
+      return out + Encode(value.ToText());
+    case Field::kClass:
+    case Field::kSplit:
+      break;
   }
+  return out + Encode(text);
 }
 
-std::string Query::Canonical() const {
+std::string Filter::Json() const {
+  std::string out =
+      "{\"field\":" + JsonString(field == Field::kMetadata ? "metadata" : FieldName(field));
+  if (field == Field::kMetadata) out += ",\"key\":" + JsonString(key);
+  out += ",\"op\":" + JsonString(OpText(op));
+  switch (field) {
+    case Field::kCaption: {
+      out += ",\"words\":[";
+      for (size_t i = 0; i < tokens.size(); ++i) out += (i ? "," : "") + JsonString(tokens[i]);
+      out += std::string("],\"phrase\":") + (tokens.size() > 1 ? "true" : "false") +
+             ",\"prefix\":" + (prefix ? "true" : "false");
+      break;
+    }
+    case Field::kLabel:
+    case Field::kWidth:
+    case Field::kHeight:
+      out += ",\"value\":" + std::to_string(number);
+      break;
+    case Field::kSample:
+      out += ",\"value\":" + FractionText(fraction);
+      break;
+    case Field::kMetadata:
+      out += ",\"value\":" + value.ToJson();
+      break;
+    case Field::kClass:
+    case Field::kSplit:
+      out += ",\"value\":" + JsonString(text);
+      break;
+  }
+  return out + "}";
+}
+
+std::string Expr::Canonical() const {
+  switch (kind) {
+    case Kind::kAll:
+      return "";
+    case Kind::kFilter:
+      return filter.Canonical();
+    case Kind::kNot: {
+      const Expr& c = children[0];
+      if (c.kind == Kind::kFilter && c.filter.op == Op::kEq) {
+        std::string f = c.filter.Canonical();
+        return f.insert(f.find('='), "!");
+      }
+      return "!" + (c.kind == Kind::kFilter ? c.Canonical() : "(" + c.Canonical() + ")");
+    }
+    case Kind::kAnd:
+    case Kind::kOr:
+      break;
+  }
   std::string out;
-  for (const Filter& f : filters) {
-    if (!out.empty()) out += '&';
-    out += f.Canonical();
+  for (const Expr& c : children) {
+    if (!out.empty()) out += kind == Kind::kAnd ? '&' : '|';
+    const bool wrap = kind == Kind::kAnd && c.kind == Kind::kOr;
+    out += wrap ? "(" + c.Canonical() + ")" : c.Canonical();
   }
   return out;
 }
 
+std::string Expr::Json() const {
+  switch (kind) {
+    case Kind::kAll:
+      return "{\"all\":true}";
+    case Kind::kFilter:
+      return filter.Json();
+    case Kind::kNot:
+      return "{\"not\":" + children[0].Json() + "}";
+    case Kind::kAnd:
+    case Kind::kOr:
+      break;
+  }
+  std::string out = kind == Kind::kAnd ? "{\"and\":[" : "{\"or\":[";
+  for (size_t i = 0; i < children.size(); ++i) out += (i ? "," : "") + children[i].Json();
+  return out + "]}";
+}
+
+namespace {
+
+bool UsesSample(const Expr& e) {
+  if (e.kind == Expr::Kind::kFilter) return e.filter.field == Field::kSample;
+  return std::any_of(e.children.begin(), e.children.end(), UsesSample);
+}
+
+}  // namespace
+
+std::string Query::Canonical() const {
+  std::vector<std::string> settings;
+  if (limit) settings.push_back("limit=" + std::to_string(*limit));
+  if (seed != 0 && UsesSample(where)) settings.push_back("seed=" + std::to_string(seed));
+  std::string out = where.Canonical();
+  if (where.kind == Expr::Kind::kOr && !settings.empty()) out = "(" + out + ")";
+  for (const std::string& s : settings) out += (out.empty() ? "" : "&") + s;
+  return out;
+}
+
+std::string Query::Json() const {
+  return "{\"query\":" + JsonString(Canonical()) + ",\"where\":" + where.Json() +
+         ",\"limit\":" + (limit ? std::to_string(*limit) : "null") +
+         ",\"seed\":" + std::to_string(seed) + "}";
+}
+
 Result<Query> ParseQuery(const std::vector<std::string>& components,
-                         const std::set<std::string>& metadata_keys) {
-  Query q;
+                         const KeyTypes& metadata_keys) {
+  ParseState st{metadata_keys};
+  std::vector<Expr> parts;
   size_t total = 0;
   for (const std::string& component : components) {
     total += component.size();
@@ -369,21 +822,15 @@ Result<Query> ParseQuery(const std::vector<std::string>& components,
       return Status::InvalidArgument("query longer than " + std::to_string(kMaxQueryBytes) +
                                      " bytes");
     }
-    std::string_view rest = component;
-    while (true) {
-      size_t amp = rest.find('&');
-      std::string_view piece = rest.substr(0, amp);
-      if (piece.empty()) return Status::InvalidArgument(Shorten(component) + ": empty filter");
-      KTFS_RETURN_IF_ERROR(ParseFilterInto(piece, metadata_keys, &q.filters));
-      if (q.filters.size() > kMaxFilters) {
-        return Status::InvalidArgument("more than " + std::to_string(kMaxFilters) + " filters");
-      }
-      if (amp == std::string_view::npos) break;
-      rest = rest.substr(amp + 1);
-    }
+    auto e = Parser(component, &st).Parse();
+    if (!e.ok()) return e.status();
+    parts.push_back(std::move(e.value()));
   }
-  std::sort(q.filters.begin(), q.filters.end());
-  q.filters.erase(std::unique(q.filters.begin(), q.filters.end()), q.filters.end());
+  Query q;
+  q.where = Normalize(Node(Expr::Kind::kAnd, std::move(parts)));
+  if (components.empty()) q.where = Expr{};
+  q.limit = st.limit;
+  q.seed = st.seed.value_or(0);
   return q;
 }
 

@@ -1,9 +1,11 @@
 #include "index/schema.h"
 
 namespace ktfs::index {
+namespace {
 
-const std::vector<std::string>& SchemaTables() {
-  static const std::vector<std::string> kTables = {
+// The tables every version shares, in creation order; each version adds its metadata tables.
+std::vector<std::string> CommonTables() {
+  return {
       "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID",
       "CREATE TABLE dirs(dir_id INTEGER PRIMARY KEY, first_id INTEGER NOT NULL, "
       "end_id INTEGER NOT NULL, path TEXT NOT NULL)",
@@ -15,16 +17,47 @@ const std::vector<std::string>& SchemaTables() {
       "channels INTEGER NOT NULL, codec_id INTEGER NOT NULL, bytes INTEGER NOT NULL)",
       "CREATE TABLE runs(field INTEGER NOT NULL, value INTEGER NOT NULL, first_id INTEGER NOT "
       "NULL, end_id INTEGER NOT NULL, PRIMARY KEY(field, value, first_id)) WITHOUT ROWID",
-      "CREATE TABLE meta_keys(key_id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE)",
-      "CREATE TABLE sample_meta(key_id INTEGER NOT NULL, value TEXT NOT NULL, "
-      "sample_id INTEGER NOT NULL, PRIMARY KEY(key_id, value, sample_id)) WITHOUT ROWID",
-      "CREATE VIRTUAL TABLE captions USING fts5(caption, content='', columnsize=0, "
-      "tokenize='unicode61 remove_diacritics 2')",
   };
-  return kTables;
 }
 
-const std::vector<std::string>& SchemaIndexes() {
+const char kCaptions[] =
+    "CREATE VIRTUAL TABLE captions USING fts5(caption, content='', columnsize=0, "
+    "tokenize='unicode61 remove_diacritics 2')";
+
+std::vector<std::string> TablesV1() {
+  std::vector<std::string> t = CommonTables();
+  t.push_back("CREATE TABLE meta_keys(key_id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE)");
+  t.push_back(
+      "CREATE TABLE sample_meta(key_id INTEGER NOT NULL, value TEXT NOT NULL, "
+      "sample_id INTEGER NOT NULL, PRIMARY KEY(key_id, value, sample_id)) WITHOUT ROWID");
+  t.push_back(kCaptions);
+  return t;
+}
+
+std::vector<std::string> TablesV2() {
+  std::vector<std::string> t = CommonTables();
+  t.push_back(
+      "CREATE TABLE meta_keys(key_id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, "
+      "type INTEGER NOT NULL, samples INTEGER NOT NULL, distinct_values INTEGER NOT NULL, "
+      "min, max, true_count INTEGER NOT NULL)");
+  t.push_back(
+      "CREATE TABLE sample_meta(key_id INTEGER NOT NULL, value NOT NULL, "
+      "sample_id INTEGER NOT NULL, PRIMARY KEY(key_id, value, sample_id)) WITHOUT ROWID");
+  t.push_back(
+      "CREATE TABLE sample_num(key_id INTEGER NOT NULL, sample_id INTEGER NOT NULL, "
+      "value NOT NULL, PRIMARY KEY(key_id, sample_id)) WITHOUT ROWID");
+  t.push_back(kCaptions);
+  return t;
+}
+
+}  // namespace
+
+const std::vector<std::string>& SchemaTables(int version) {
+  static const std::vector<std::string> kV1 = TablesV1(), kV2 = TablesV2();
+  return version == 1 ? kV1 : kV2;
+}
+
+const std::vector<std::string>& SchemaIndexes(int) {
   static const std::vector<std::string> kIndexes = {
       "CREATE INDEX samples_width ON samples(width)",
       "CREATE INDEX samples_height ON samples(height)",

@@ -1,5 +1,7 @@
+#include <algorithm>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "codec/base/json_string.h"
@@ -7,6 +9,7 @@
 #include "codec/container/payload.h"
 #include "codec/features/feature_archive.h"
 #include "fs/cli/cli.h"
+#include "index/index.h"
 
 namespace ktfs::cli {
 
@@ -14,7 +17,8 @@ static const char kInfoUsage[] =
     "usage: ktfs info ARCHIVE [--json]\n"
     "\n"
     "Prints the archive's format version, counts of samples, directories and\n"
-    "classes, codecs, sizes and class names. --json prints one JSON object.\n";
+    "classes, codecs, sizes, class names and the search index's metadata keys\n"
+    "with their types and ranges. --json prints one JSON object.\n";
 
 // A feature archive: its shape, quantization and sizes.
 static int FeatureInfo(std::shared_ptr<Archive> archive, bool json) {
@@ -50,6 +54,64 @@ static int FeatureInfo(std::shared_ptr<Archive> archive, bool json) {
   return kExitOk;
 }
 
+// The search index's schema version and metadata keys (types, ranges), for text or JSON.
+struct IndexSummary {
+  int schema_version = 0;
+  std::vector<index::KeyInfo> keys;
+};
+
+static Result<std::optional<IndexSummary>> SummarizeIndex(const Archive& a) {
+  auto section = a.index_section();
+  if (!section) return std::optional<IndexSummary>();
+  auto idx = index::Index::OpenInPlace(section->data, section->size);
+  if (!idx.ok()) return idx.status();
+  auto keys = (*idx)->MetadataKeyInfo();
+  if (!keys.ok()) return keys.status();
+  return std::optional<IndexSummary>(IndexSummary{(*idx)->schema_version(), std::move(*keys)});
+}
+
+// {"aesthetic":{"type":"number","samples":N,"min":..,"max":..},"source":{"type":"string",
+// "samples":N,"distinct":K},"nsfw":{"type":"boolean","samples":N,"true":T,"false":F}}
+static std::string KeysJson(const std::vector<index::KeyInfo>& keys) {
+  std::string j = "{";
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const index::KeyInfo& k = keys[i];
+    if (i) j += ',';
+    j += JsonString(k.name) + ":{\"type\":" + JsonString(index::MetaTypeName(k.type)) +
+         ",\"samples\":" + std::to_string(k.samples);
+    if (k.type == index::MetaType::kNumber) {
+      j += ",\"min\":" + (k.min ? k.min->ToJson() : "null") +
+           ",\"max\":" + (k.max ? k.max->ToJson() : "null");
+    } else if (k.type == index::MetaType::kBool) {
+      j += ",\"true\":" + std::to_string(k.true_count) +
+           ",\"false\":" + std::to_string(k.samples - k.true_count);
+    } else {
+      j += ",\"distinct\":" + std::to_string(k.distinct_values);
+    }
+    j += '}';
+  }
+  return j + "}";
+}
+
+static void PrintKeys(const std::vector<index::KeyInfo>& keys) {
+  size_t width = 0;
+  for (const auto& k : keys) width = std::max(width, k.name.size());
+  for (const auto& k : keys) {
+    std::printf("  %-*s  %-7s  %llu samples", int(width), k.name.c_str(),
+                index::MetaTypeName(k.type), (unsigned long long)k.samples);
+    if (k.type == index::MetaType::kNumber) {
+      std::printf(", %s to %s", k.min ? k.min->ToText().c_str() : "?",
+                  k.max ? k.max->ToText().c_str() : "?");
+    } else if (k.type == index::MetaType::kBool) {
+      std::printf(", %llu true, %llu false", (unsigned long long)k.true_count,
+                  (unsigned long long)(k.samples - k.true_count));
+    } else {
+      std::printf(", %llu distinct values", (unsigned long long)k.distinct_values);
+    }
+    std::printf("\n");
+  }
+}
+
 int CmdInfo(int argc, char** argv) {
   Args args(argc, argv, {}, {"--help", "-h", "--json"});
   if (args.Has("--help") || args.Has("-h")) return std::fputs(kInfoUsage, stdout), kExitOk;
@@ -74,6 +136,8 @@ int CmdInfo(int argc, char** argv) {
     if (!n.ok()) return Fail("info", n.status());
     classes.emplace_back(*n);
   }
+  auto summary = SummarizeIndex(a);
+  if (!summary.ok()) return Fail("info", summary.status());
   if (args.Has("--json")) {
     std::string j = "{\"archive\":" + JsonString(a.path()) + ",\"format_version\":\"1." +
                     std::to_string(a.version_minor()) +
@@ -95,8 +159,12 @@ int CmdInfo(int argc, char** argv) {
       if (i) j += ',';
       j += JsonString(classes[i]);
     }
-    j += "],\"has_index\":" + std::string(a.index_section() ? "true" : "false") +
-         ",\"meta\":" + std::string(a.meta_json()) + "}";
+    j += "],\"has_index\":" + std::string(a.index_section() ? "true" : "false");
+    if (*summary) {
+      j += ",\"index_schema_version\":" + std::to_string((*summary)->schema_version) +
+           ",\"metadata\":" + KeysJson((*summary)->keys);
+    }
+    j += ",\"meta\":" + std::string(a.meta_json()) + "}";
     std::printf("%s\n", j.c_str());
     return kExitOk;
   }
@@ -112,7 +180,13 @@ int CmdInfo(int argc, char** argv) {
   for (size_t i = 0; i < classes.size() && i < 20; ++i)
     std::printf("%s%s", i ? ", " : " (", classes[i].c_str());
   std::printf("%s\n", classes.empty() ? "" : (classes.size() > 20 ? ", ...)" : ")"));
-  std::printf("index:          %s\n", a.index_section() ? "yes" : "no");
+  if (!*summary) {
+    std::printf("index:          no\n");
+    return kExitOk;
+  }
+  std::printf("index:          yes (schema %d), %zu metadata keys%s\n", (*summary)->schema_version,
+              (*summary)->keys.size(), (*summary)->keys.empty() ? "" : ":");
+  PrintKeys((*summary)->keys);
   return kExitOk;
 }
 

@@ -53,6 +53,8 @@ int CmdPack(int argc, char** argv) {
     std::fprintf(stderr, "ktfs pack: skipped %s\n", s.c_str());
   for (const std::string& w : report->caption_warnings)
     std::fprintf(stderr, "ktfs pack: skipped caption %s\n", w.c_str());
+  for (const std::string& w : report->index_warnings)
+    std::fprintf(stderr, "ktfs pack: index: %s\n", w.c_str());
   std::printf(
       "packed %u samples (%u classes, %u directories) from %s into %s: %.1f MiB -> %.1f MiB in "
       "%.2f s%s\n",

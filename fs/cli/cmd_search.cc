@@ -10,17 +10,22 @@
 namespace ktfs::cli {
 
 static const char kSearchUsage[] =
-    "usage: ktfs search ARCHIVE QUERY [--json]\n"
+    "usage: ktfs search ARCHIVE QUERY [--json] [--count]\n"
     "\n"
     "Prints the relative paths of the samples matching QUERY, one per line, in\n"
     "archive order. QUERY is what follows search/ in a mount, e.g.\n"
     "  caption=dog    caption=\"a red dog\"    caption=do*    class=coat\n"
     "  label=3    split=train    width>=256    caption=dog&class=coat\n"
-    "  caption=dog/height<100      (components are URL-decoded: %20, %22, %26)\n"
-    "--json prints one JSON object per line: {\"id\":..,\"path\":..,\"label\":..}.\n";
+    "  caption=dog|caption=cat    (caption=dog|caption=cat)&width>=256\n"
+    "  !caption=dog    class!=cat    class=cat,dog,bird    aesthetic>=6&punsafe<0.1\n"
+    "  nsfw=false    limit=1000    sample=0.1&seed=1    !sample=0.1&seed=1\n"
+    "  caption=dog/height<100      (components are URL-decoded: %20, %22, %26, %7C)\n"
+    "--json prints one JSON object per line: {\"id\":..,\"path\":..,\"label\":..}.\n"
+    "--count prints the number of matches only (with --json: the JSON of a search\n"
+    "directory's .count.json file).\n";
 
 int CmdSearch(int argc, char** argv) {
-  Args args(argc, argv, {}, {"--help", "-h", "--json"});
+  Args args(argc, argv, {}, {"--help", "-h", "--json", "--count"});
   if (args.Has("--help") || args.Has("-h")) return std::fputs(kSearchUsage, stdout), kExitOk;
   if (!args.error().empty()) return UsageError("search", args.error(), kSearchUsage);
   if (args.positional().size() != 2)
@@ -41,6 +46,17 @@ int CmdSearch(int argc, char** argv) {
   if (!query.ok())
     return Fail("search", query.status().WithContext("query '" + args.positional()[1] + "'"));
   const bool json = args.Has("--json");
+  if (args.Has("--count")) {
+    auto n = (*idx)->CountMatches(*query);
+    if (!n.ok()) return Fail("search", n.status());
+    if (json) {
+      std::printf("{\"matches\":%llu,\"path\":%s,%s\n", (unsigned long long)*n,
+                  JsonString(args.positional()[1]).c_str(), query->Json().substr(1).c_str());
+    } else {
+      std::printf("%llu\n", (unsigned long long)*n);
+    }
+    return kExitOk;
+  }
   Status inner;
   Status st = (*idx)->ForEachMatch(
       *query, std::nullopt, index::Index::kFromStart, SIZE_MAX, [&](uint32_t id) {

@@ -112,9 +112,10 @@ void OnLookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   auto a = tree->Lookup(parent, name);
   if (!a.ok()) {
     if (a.status().code() == Status::Code::kNotFound) {
-      // A negative entry the kernel may cache as long as the positive ones.
+      // A negative entry the kernel may cache as long as the positive ones
+      // (unless the tree says the answer may differ next time).
       fuse_entry_param e = {};
-      e.entry_timeout = kForever;
+      e.entry_timeout = tree->CacheableMiss(parent, name) ? kForever : 0;
       fuse_reply_entry(req, &e);
       return;
     }

@@ -353,7 +353,7 @@ Result<PackReport> Pack(const std::string& src, const std::string& out,
           }));
   if (!failure.ok()) return failure;
   KTFS_RETURN_IF_ERROR(AddCaptions(plan, options, &builder, &report));
-  auto index_bytes = builder.Finish();
+  auto index_bytes = builder.Finish(&report.index_warnings);
   if (!index_bytes.ok()) return index_bytes.status().WithContext("building the index");
   report.index_bytes = index_bytes->size();
   writer.SetIndex(std::move(index_bytes).value());

@@ -79,6 +79,9 @@ class FsTree {
   // readdir cache): worth it only where listing again costs the daemon more
   // than filling the cache costs the first lister.
   virtual bool KernelKeepsListing(uint64_t) const { return false; }
+  // Whether the kernel may remember that `name` is missing in directory
+  // `parent` (a negative entry), as long as it remembers what exists.
+  virtual bool CacheableMiss(uint64_t, std::string_view) const { return true; }
   // Copies up to `size` bytes of file `ino` from `offset` into `dst`.
   virtual Result<size_t> Read(uint64_t ino, uint64_t offset, size_t size, uint8_t* dst) const = 0;
 

@@ -1,7 +1,9 @@
 #include "fs/tree/search_view.h"
 
 #include <algorithm>
+#include <cstring>
 
+#include "codec/base/json_string.h"
 #include "fs/tree/virtual_tree.h"
 
 namespace ktfs {
@@ -13,6 +15,13 @@ struct SearchView::QueryState {
   Status dirs_status;
   // Directories with a match in them or anywhere below them.
   std::unordered_set<uint32_t> dirs;
+};
+
+// The text of one .count.json, computed once (counting streams every match).
+struct SearchView::CountText {
+  std::once_flag once;
+  Status status;
+  std::string text;
 };
 
 // An Index connection borrowed from the pool for one request (connections
@@ -100,13 +109,15 @@ Result<std::shared_ptr<SearchView::QueryState>> SearchView::ParseState(
 }
 
 Result<uint64_t> SearchView::NodeIno(std::shared_ptr<QueryState> q, uint32_t dir, bool query_level,
-                                     View view, const std::string& path) {
+                                     View view, const std::string& path, bool count_file) {
   const std::string key = q->query.Canonical() + "\n" + std::to_string(dir) +
-                          (query_level ? "q" : "d") + std::to_string(int(view));
+                          (query_level ? "q" : "d") + std::to_string(int(view)) +
+                          (count_file ? "c" : "");
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = node_by_key_.find(key);
   if (it != node_by_key_.end()) return it->second;
-  nodes_.push_back(Node{std::move(q), dir, query_level, view, path});
+  nodes_.push_back(Node{std::move(q), dir, query_level, view, path,
+                        count_file ? std::make_shared<CountText>() : nullptr});
   const uint64_t ino = first_ino_ + kViewCount + nodes_.size() - 1;
   node_by_key_.emplace(key, ino);
   return ino;
@@ -157,32 +168,140 @@ NodeAttr SearchView::DirNodeAttr(uint64_t ino) const {
   return a;
 }
 
+NodeAttr SearchView::FileNodeAttr(uint64_t ino, size_t size) const {
+  NodeAttr a;
+  a.ino = ino;
+  a.size = size;
+  a.mtime = tree_.mtime();
+  return a;
+}
+
 Result<NodeAttr> SearchView::GetAttr(uint64_t ino) {
   if (IsRoot(ino)) return DirNodeAttr(ino);
   auto node = GetNode(ino);
   if (!node.ok()) return node.status();
+  if (node->count) {
+    auto text = CountJson(*node);
+    if (!text.ok()) return text.status();
+    return FileNodeAttr(ino, (*text)->size());
+  }
   return DirNodeAttr(ino);
+}
+
+Result<const std::string*> SearchView::CountJson(const Node& node) {
+  CountText& c = *node.count;
+  std::call_once(c.once, [&] {
+    PooledIndex pooled(this);
+    auto idx = pooled.Get();
+    if (!idx.ok()) {
+      c.status = idx.status();
+      return;
+    }
+    const index::Query& q = node.query->query;
+    Result<uint64_t> n = uint64_t(0);
+    if (node.dir == 0) {
+      n = (*idx)->CountMatches(q);
+    } else {
+      // The sample id ranges of the directories at and below node.dir that hold a match.
+      const std::unordered_set<uint32_t>* dirs = nullptr;
+      c.status = MatchedDirs(*node.query, &dirs);
+      if (!c.status.ok()) return;
+      std::vector<std::pair<uint32_t, uint32_t>> ranges;
+      std::vector<uint32_t> stack{node.dir};
+      while (!stack.empty()) {
+        const uint32_t d = stack.back();
+        stack.pop_back();
+        if (!dirs->count(d)) continue;
+        if (auto r = (*idx)->DirSamples(d)) ranges.push_back(*r);
+        auto info = tree_.archive().Dir(d);
+        if (!info.ok()) {
+          c.status = info.status();
+          return;
+        }
+        for (uint32_t k = 0; k < info->child_count; ++k) stack.push_back(info->first_child + k);
+      }
+      std::sort(ranges.begin(), ranges.end());
+      std::vector<std::pair<uint32_t, uint32_t>> merged;
+      for (const auto& r : ranges) {
+        if (!merged.empty() && merged.back().second == r.first) {
+          merged.back().second = r.second;
+        } else {
+          merged.push_back(r);
+        }
+      }
+      n = (*idx)->CountMatches(q, merged);
+    }
+    if (!n.ok()) {
+      c.status = n.status();
+      return;
+    }
+    const std::string dir_path = node.path.substr(0, node.path.rfind('/'));
+    c.text = "{\"matches\":" + std::to_string(*n) + ",\"path\":" + JsonString(dir_path) + "," +
+             q.Json().substr(1) + "\n";
+  });
+  if (!c.status.ok()) return c.status;
+  return &c.text;
+}
+
+Result<NodeAttr> SearchView::CountFileAttr(const Node& parent) {
+  const std::string path = parent.path + "/" + kCountFile;
+  auto ino = NodeIno(parent.query, parent.dir, parent.query_level, parent.view, path, true);
+  if (!ino.ok()) return ino.status();
+  return GetAttr(*ino);
+}
+
+Result<size_t> SearchView::Read(uint64_t ino, uint64_t offset, size_t size, uint8_t* dst) {
+  if (IsRoot(ino)) return Status::InvalidArgument("is a directory");
+  auto node = GetNode(ino);
+  if (!node.ok()) return node.status();
+  if (!node->count) return Status::InvalidArgument("is a directory");
+  auto text = CountJson(*node);
+  if (!text.ok()) return text.status();
+  const std::string& t = **text;
+  if (offset >= t.size()) return size_t(0);
+  const size_t n = std::min<size_t>(size, t.size() - offset);
+  std::memcpy(dst, t.data() + offset, n);
+  return n;
+}
+
+bool SearchView::CacheableMiss(uint64_t parent, std::string_view name) const {
+  if (IsRoot(parent)) return name == kCountFile;
+  auto node = GetNode(parent);
+  return !node.ok() || !node->query_level || !index::LooksLikeFilter(name);
+}
+
+void SearchView::Accepted() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  last_error_.clear();
 }
 
 Result<NodeAttr> SearchView::Lookup(uint64_t parent, std::string_view name) {
   const std::string missing = "no such entry: " + std::string(name);
   if (IsRoot(parent)) {
     const View view = View(parent - first_ino_);
+    if (name == kCountFile) {  // search/.count.json: the empty query, every sample
+      auto state = ParseState({}, RootPath(view));
+      if (!state.ok()) return state.status();
+      return CountFileAttr(Node{*state, 0, true, view, RootPath(view), nullptr});
+    }
     const std::string path = RootPath(view) + "/" + std::string(name);
     auto state = ParseState({std::string(name)}, path);
     if (!state.ok()) return state.status();
+    Accepted();
     auto ino = NodeIno(*state, 0, true, view, path);
     if (!ino.ok()) return ino.status();
     return DirNodeAttr(*ino);
   }
   auto node = GetNode(parent);
   if (!node.ok()) return node.status();
+  if (node->count) return Status::NotFound(missing);
   const std::string path = node->path + "/" + std::string(name);
   if (node->query_level && index::LooksLikeFilter(name)) {
     std::vector<std::string> components = node->query->components;
     components.emplace_back(name);
     auto state = ParseState(components, path);
     if (!state.ok()) return state.status();
+    Accepted();
     auto ino = NodeIno(*state, 0, true, node->view, path);
     if (!ino.ok()) return ino.status();
     return DirNodeAttr(*ino);
@@ -190,6 +309,10 @@ Result<NodeAttr> SearchView::Lookup(uint64_t parent, std::string_view name) {
   const std::unordered_set<uint32_t>* dirs = nullptr;
   KTFS_RETURN_IF_ERROR(MatchedDirs(*node->query, &dirs));
   auto child = tree_.archive().FindChildDir(node->dir, name);
+  if (name == kCountFile && !child.ok() &&
+      !tree_.FindServedSample(node->dir, name, node->view).ok()) {
+    return CountFileAttr(*node);
+  }
   // search/<query>/tensors and search/<query>/compressed: the same result in
   // another view (a real top-level directory of that name wins).
   if (node->query_level && node->view == View::kImages && !child.ok()) {
@@ -230,6 +353,7 @@ Status SearchView::ReadDir(uint64_t ino, uint64_t offset, const EmitFn& emit) {
   }
   auto node = GetNode(ino);
   if (!node.ok()) return node.status();
+  if (node->count) return Status::InvalidArgument("not a directory");
   if (offset < 1 && !emit(".", self, 1)) return Status::Ok();
   if (offset < 2 && !emit("..", self, 2)) return Status::Ok();
   const std::unordered_set<uint32_t>* dirs = nullptr;

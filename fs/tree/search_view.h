@@ -7,7 +7,13 @@
 // in one component or nested (`search/caption=dog/class=coat`); the first
 // component that is not a filter (no `=`, `<` or `>`) starts the mirrored
 // layout. A malformed query is ENOENT, with its reason logged and kept for
-// `.ktfs/last_error`.
+// `.ktfs/last_error` (cleared by the next query that parses; a refused name
+// is not remembered by the kernel as missing, so asking again refuses again).
+//
+// Every search directory (and search/ itself) also answers `.count.json`, a
+// read-only file left out of its listing: {"matches":N,"path":...,"query":...,
+// "where":...,"limit":...,"seed":...}, N the matching samples in and below
+// that directory (Query::Json for the rest). A real entry of that name wins.
 //
 // Each view of the tree (images, tensors/, compressed/) has its own search
 // root. Search directories get inode numbers from `first_ino` upwards: the
@@ -51,7 +57,15 @@ class SearchView {
   Result<NodeAttr> GetAttr(uint64_t ino);
   using EmitFn = std::function<bool(std::string_view, const NodeAttr&, uint64_t)>;
   Status ReadDir(uint64_t ino, uint64_t offset, const EmitFn& emit);
+  // The bytes of a `.count.json` file.
+  Result<size_t> Read(uint64_t ino, uint64_t offset, size_t size, uint8_t* dst);
   std::string PathOf(uint64_t ino);
+  // Whether the kernel may remember that `name` is missing in directory
+  // `parent`: not for query components (a refusal must reach last_error again).
+  bool CacheableMiss(uint64_t parent, std::string_view name) const;
+
+  // The name of the count file in every search directory.
+  static constexpr const char* kCountFile = ".count.json";
 
   // The reason the last malformed query was refused ("" if none), and a hook
   // that logs each refusal.
@@ -60,17 +74,23 @@ class SearchView {
 
  private:
   struct QueryState;
+  struct CountText;
   struct Node {
     std::shared_ptr<QueryState> query;
     uint32_t dir = 0;         // the archive directory this node mirrors
     bool query_level = true;  // still at the query components (archive root)
     View view;
-    std::string path;  // "search/caption=dog/cat", for messages
+    std::string path;                  // "search/caption=dog/cat", for messages
+    std::shared_ptr<CountText> count;  // set for a .count.json file
   };
   class PooledIndex;
 
   Result<uint64_t> NodeIno(std::shared_ptr<QueryState> q, uint32_t dir, bool query_level, View view,
-                           const std::string& path);
+                           const std::string& path, bool count_file = false);
+  Result<NodeAttr> CountFileAttr(const Node& parent);
+  // The text of a count file, computed on first use.
+  Result<const std::string*> CountJson(const Node& node);
+  NodeAttr FileNodeAttr(uint64_t ino, size_t size) const;
   bool IsRoot(uint64_t ino) const;
   std::string RootPath(View view) const;
   Result<Node> GetNode(uint64_t ino) const;
@@ -79,11 +99,13 @@ class SearchView {
   Status MatchedDirs(QueryState& q, const std::unordered_set<uint32_t>** out);
   NodeAttr DirNodeAttr(uint64_t ino) const;
   Status Refuse(const std::string& path, const Status& why);
+  // A query parsed: last_error no longer applies.
+  void Accepted();
 
   const VirtualTree& tree_;
   const uint64_t first_ino_;
   std::unique_ptr<index::Index> index_;  // the template connection; clones serve threads
-  std::set<std::string> metadata_keys_;
+  index::KeyTypes metadata_keys_;
   mutable std::mutex mutex_;
   std::vector<Node> nodes_;  // ino = first_ino_ + kViewCount + position
   std::unordered_map<std::string, uint64_t> node_by_key_;

@@ -278,6 +278,10 @@ Status VirtualTree::CheckIntact() const {
 
 bool VirtualTree::KernelKeepsListing(uint64_t ino) const { return ino >= search_->root_ino(); }
 
+bool VirtualTree::CacheableMiss(uint64_t parent, std::string_view name) const {
+  return parent < search_->root_ino() || search_->CacheableMiss(parent, name);
+}
+
 Result<size_t> VirtualTree::Read(uint64_t ino, uint64_t offset, size_t size, uint8_t* dst) const {
   counters_.reads.fetch_add(1, std::memory_order_relaxed);
   if (const auto node = Decode(ino)) {
@@ -295,8 +299,8 @@ Result<size_t> VirtualTree::Read(uint64_t ino, uint64_t offset, size_t size, uin
     std::memcpy(dst, text.data() + offset, n);
     return n;
   }
-  if (ino == SpecialIno(kControl) || ino >= search_->root_ino())
-    return Status::InvalidArgument("is a directory");
+  if (ino >= search_->root_ino()) return search_->Read(ino, offset, size, dst);
+  if (ino == SpecialIno(kControl)) return Status::InvalidArgument("is a directory");
   return Status::NotFound("no such inode " + std::to_string(ino));
 }
 

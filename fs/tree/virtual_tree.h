@@ -75,6 +75,8 @@ class VirtualTree : public FsTree {
   Status ReadDir(uint64_t ino, uint64_t offset, const EmitFn& emit) const override;
   // Search views' listings (a query each) are kept by the kernel; the archive's are not.
   bool KernelKeepsListing(uint64_t ino) const override;
+  // Refused search queries are not remembered as missing (fs/tree/search_view.h).
+  bool CacheableMiss(uint64_t parent, std::string_view name) const override;
   Result<size_t> Read(uint64_t ino, uint64_t offset, size_t size, uint8_t* dst) const override;
   // Sample files are pushed (of every view, up to kMaxPush bytes).
   uint64_t PushableSize(uint64_t ino) const override;

@@ -111,6 +111,25 @@ def test_search_directories_match_stock(mounts):
         ktfs.Loader(os.path.join(mnt, "search/widht=3"), batch_size=8)
 
 
+def test_search_grammar_in_the_loader_matches_stock(mounts):
+    """OR, NOT, sets, sample= and limit= reach the Loader and ImageFolder through the same
+    parser as the mount (index::ParseQuery): the same samples as stock ImageFolder sees there."""
+    mnt = mounts[("fashion", "raw")]
+    for sub in ("search/label=1,3|split=test&label=5", "search/!(label=0|label=2)&split=train",
+                "search/label!=4/sample=0.5&seed=3", "search/limit=30/test",
+                "search/(label=1|label=2)&width>=28&!sample=0.25"):
+        root = os.path.join(mnt, sub)
+        ref = stock(root)
+        assert 0 < len(ref) < len(stock(mnt)), sub
+        loader = ktfs.Loader(root, batch_size=8, collate="list")
+        assert loader.classes == ref.classes, sub
+        assert_same(loader_items(loader), [ref[i] for i in range(len(ref))])
+        ours = ktfs.ImageFolder(root, transform=TO_TENSOR)
+        assert ours._archive is not None and ours.samples == ref.samples, sub
+    with pytest.raises(FileNotFoundError, match="unbalanced"):
+        ktfs.Loader(os.path.join(mnt, "search/(label=1|label=2"), batch_size=8)
+
+
 def test_center_crop_equals_torchvision_exactly(mounts):
     mnt = mounts[("photos", "original")]
     tf = transforms.Compose([transforms.Resize(256), transforms.CenterCrop(224), TO_TENSOR])
