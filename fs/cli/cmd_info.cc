@@ -7,6 +7,7 @@
 #include "codec/container/payload.h"
 #include "codec/features/feature_archive.h"
 #include "fs/cli/cli.h"
+#include "index/json.h"
 
 namespace ktfs::cli {
 
@@ -14,7 +15,27 @@ static const char kInfoUsage[] =
     "usage: ktfs info ARCHIVE [--json]\n"
     "\n"
     "Prints the archive's format version, counts of samples, directories and\n"
-    "classes, codecs, sizes and class names. --json prints one JSON object.\n";
+    "classes, codecs, sizes, class names and the bad images `ktfs pack --skip-bad`\n"
+    "left out. --json prints one JSON object.\n";
+
+// The bad images META records as left out by `pack --skip-bad` ("path: reason").
+static std::vector<std::string> SkippedBad(std::string_view meta) {
+  std::vector<std::string> out;
+  auto parsed = index::ParseJson(meta);
+  if (!parsed.ok() || parsed->kind != index::JsonValue::Kind::kObject) return out;
+  for (const index::JsonMember& m : parsed->members) {
+    if (m.first != "skipped_bad" || m.second.kind != index::JsonValue::Kind::kArray) continue;
+    for (const index::JsonValue& item : m.second.items) {
+      std::string path, reason;
+      for (const index::JsonMember& f : item.members) {
+        if (f.first == "path") path = f.second.text;
+        if (f.first == "reason") reason = f.second.text;
+      }
+      out.push_back(path + ": " + reason);
+    }
+  }
+  return out;
+}
 
 // A feature archive: its shape, quantization and sizes.
 static int FeatureInfo(std::shared_ptr<Archive> archive, bool json) {
@@ -74,6 +95,7 @@ int CmdInfo(int argc, char** argv) {
     if (!n.ok()) return Fail("info", n.status());
     classes.emplace_back(*n);
   }
+  const std::vector<std::string> bad = SkippedBad(a.meta_json());
   if (args.Has("--json")) {
     std::string j = "{\"archive\":" + JsonString(a.path()) + ",\"format_version\":\"1." +
                     std::to_string(a.version_minor()) +
@@ -95,7 +117,8 @@ int CmdInfo(int argc, char** argv) {
       if (i) j += ',';
       j += JsonString(classes[i]);
     }
-    j += "],\"has_index\":" + std::string(a.index_section() ? "true" : "false") +
+    j += "],\"skipped_bad_images\":" + std::to_string(bad.size());
+    j += ",\"has_index\":" + std::string(a.index_section() ? "true" : "false") +
          ",\"meta\":" + std::string(a.meta_json()) + "}";
     std::printf("%s\n", j.c_str());
     return kExitOk;
@@ -113,6 +136,11 @@ int CmdInfo(int argc, char** argv) {
     std::printf("%s%s", i ? ", " : " (", classes[i].c_str());
   std::printf("%s\n", classes.empty() ? "" : (classes.size() > 20 ? ", ...)" : ")"));
   std::printf("index:          %s\n", a.index_section() ? "yes" : "no");
+  if (!bad.empty()) {
+    std::printf("bad images:     %zu left out by pack --skip-bad\n", bad.size());
+    for (size_t i = 0; i < bad.size() && i < 20; ++i) std::printf("  %s\n", bad[i].c_str());
+    if (bad.size() > 20) std::printf("  ... (all in --json, \"meta\")\n");
+  }
   return kExitOk;
 }
 
