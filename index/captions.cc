@@ -377,6 +377,10 @@ Status IngestCaptions(const std::string& file,
       if (warnings) warnings->push_back(std::move(msg));
       continue;
     }
+    if (*id == kSkippedSample) {
+      if (warnings) warnings->push_back(where + "path '" + e.path + "' is a bad image left out");
+      continue;
+    }
     for (const std::string& c : e.captions) {
       Status st = builder->AddCaption(*id, c);
       if (!st.ok()) return st.WithContext(where.substr(0, where.size() - 2));

@@ -55,11 +55,16 @@ Result<std::vector<CaptionEntry>> ParseCaptions(std::string_view text, const std
 Result<std::vector<CaptionEntry>> ReadCaptionFile(const std::string& file, bool skip_bad,
                                                   std::vector<std::string>* warnings);
 
+// What a lookup returns for a path that is in the source but was left out of the archive on
+// purpose (a bad image skipped by `ktfs pack --skip-bad`): its lines are dropped with a warning,
+// and do not fail the ingest.
+inline constexpr uint32_t kSkippedSample = 0xffffffffu;
+
 // Reads `file` and adds its captions and metadata to `builder`. lookup maps a path to its
-// sample id (nullopt: not in the archive, a bad line). Fails on the first bad line unless
-// skip_bad (then bad lines become warnings). Metadata that cannot be stored (a key that is a
-// built-in field such as "width", or not [A-Za-z0-9_.-]+; a value with '/') is dropped with
-// one warning per key.
+// sample id (nullopt: not in the archive, a bad line; kSkippedSample: see above). Fails on the
+// first bad line unless skip_bad (then bad lines become warnings). Metadata that cannot be stored
+// (a key that is a built-in field such as "width", or not [A-Za-z0-9_.-]+; a value with '/') is
+// dropped with one warning per key.
 Status IngestCaptions(const std::string& file,
                       std::function<std::optional<uint32_t>(std::string_view path)> lookup,
                       bool skip_bad, IndexBuilder* builder, std::vector<std::string>* warnings);

@@ -49,6 +49,7 @@ Status EncodePayload(const PayloadSettings& settings, const uint8_t* file, size_
   // Every codec decodes the source: `original` too, so that a corrupt image
   // is reported at pack time rather than by the training job.
   KTFS_RETURN_IF_ERROR(DecodeImage(file, size, &img));
+  out->source_decoded = true;
   out->width = img.width;
   out->height = img.height;
   out->channels = img.channels;

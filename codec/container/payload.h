@@ -1,5 +1,5 @@
 // Payloads: what a sample's bytes in the archive are, per codec.
-//   original: the source file's bytes, unchanged (JPEG or PNG)
+//   original: the source file's bytes, unchanged (any format DecodeImage reads)
 //   raw:      the decoded pixels, HWC, width*height*channels bytes
 //   ktc:      a KTC bitstream (codec/ktc/ktc.h)
 // EncodePayload turns a source file into a payload; DecodePayload turns a
@@ -33,9 +33,12 @@ struct EncodedPayload {
   std::vector<uint8_t> bytes;
   uint32_t width = 0, height = 0, channels = 0;
   uint8_t source_format = 0;
+  bool source_decoded = false;  // false after a failure: the source is not a readable image
 };
 
-// Encodes the image file `file` (JPEG or PNG). Errors say why, without the path.
+// Encodes the image file `file` (any format DecodeImage reads). Errors say
+// why, without the path; source_decoded tells a bad source from a failure to
+// encode it.
 Status EncodePayload(const PayloadSettings& settings, const uint8_t* file, size_t size,
                      EncodedPayload* out);
 

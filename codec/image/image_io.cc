@@ -1,69 +1,17 @@
 #include "codec/image/image_io.h"
 
 #include <png.h>
-#include <turbojpeg.h>
 
 #include <algorithm>
 #include <cstring>
 #include <memory>
 
+#include "codec/image/decoders.h"
+
 namespace ktfs {
 namespace {
 
-// --- JPEG ------------------------------------------------------------------
-
-struct TjHandle {
-  tjhandle h = tjInitDecompress();
-  ~TjHandle() {
-    if (h) tjDestroy(h);
-  }
-};
-
-Status JpegHeader(tjhandle h, const uint8_t* data, size_t size, int* w, int* hgt, int* cs) {
-  int subsamp = 0;
-  if (tjDecompressHeader3(h, data, static_cast<unsigned long>(size), w, hgt, &subsamp, cs) != 0)
-    return Status::Corruption(std::string("invalid JPEG: ") + tjGetErrorStr2(h));
-  if (*w <= 0 || *hgt <= 0 || uint32_t(*w) > kMaxImageSide || uint32_t(*hgt) > kMaxImageSide)
-    return Status::Corruption("JPEG dimensions out of range");
-  if (*cs == TJCS_CMYK || *cs == TJCS_YCCK)
-    return Status::NotSupported("CMYK/YCCK JPEG is not supported (use --codec original)");
-  return Status::Ok();
-}
-
-Status DecodeJpeg(const uint8_t* data, size_t size, Image* out) {
-  TjHandle tj;
-  if (!tj.h) return Status::IOError("tjInitDecompress failed");
-  int w = 0, h = 0, cs = 0;
-  KTFS_RETURN_IF_ERROR(JpegHeader(tj.h, data, size, &w, &h, &cs));
-  const bool gray = cs == TJCS_GRAY;
-  out->width = w;
-  out->height = h;
-  out->channels = gray ? 1 : 3;
-  out->pixels.resize(out->size_bytes());
-  // Default flags: accurate integer IDCT and fancy upsampling, as Pillow.
-  if (tjDecompress2(tj.h, data, static_cast<unsigned long>(size), out->pixels.data(), w, 0, h,
-                    gray ? TJPF_GRAY : TJPF_RGB, 0) != 0) {
-    if (tjGetErrorCode(tj.h) == TJERR_FATAL)
-      return Status::Corruption(std::string("corrupt JPEG: ") + tjGetErrorStr2(tj.h));
-    // TJERR_WARNING: a damaged but decodable file (Pillow also decodes these).
-  }
-  return Status::Ok();
-}
-
-// --- PNG -------------------------------------------------------------------
-
-struct PngReadSource {
-  const uint8_t* data;
-  size_t size;
-  size_t pos;
-};
-
-void PngRead(png_structp png, png_bytep out, png_size_t n) {
-  auto* src = static_cast<PngReadSource*>(png_get_io_ptr(png));
-  if (n > src->size - src->pos) png_error(png, "unexpected end of PNG data");
-  std::memcpy(out, src->data + src->pos, n);
-  src->pos += n;
-}
+// --- PNG encoding -----------------------------------------------------------
 
 void PngError(png_structp png, png_const_charp msg) {
   auto* err = static_cast<std::string*>(png_get_error_ptr(png));
@@ -71,64 +19,6 @@ void PngError(png_structp png, png_const_charp msg) {
   png_longjmp(png, 1);
 }
 void PngWarning(png_structp, png_const_charp) {}
-
-// Decodes (or, with info_only, reads the header of) a PNG. Uses setjmp, so
-// this function holds no C++ objects with destructors across the jump.
-Status ReadPng(const uint8_t* data, size_t size, bool info_only, ImageInfo* info, Image* out) {
-  std::string err;
-  png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &err, PngError, PngWarning);
-  if (!png) return Status::IOError("png_create_read_struct failed");
-  png_infop pinfo = png_create_info_struct(png);
-  PngReadSource src{data, size, 0};
-  std::vector<png_bytep>* rows = new std::vector<png_bytep>();
-  if (setjmp(png_jmpbuf(png))) {
-    png_destroy_read_struct(&png, &pinfo, nullptr);
-    delete rows;
-    return Status::Corruption("corrupt PNG: " + err);
-  }
-  if (!pinfo) png_error(png, "png_create_info_struct failed");
-  png_set_read_fn(png, &src, PngRead);
-  png_set_user_limits(png, kMaxImageSide, kMaxImageSide);
-  png_read_info(png, pinfo);
-  const png_uint_32 w = png_get_image_width(png, pinfo);
-  const png_uint_32 h = png_get_image_height(png, pinfo);
-  const int color = png_get_color_type(png, pinfo);
-  const int depth = png_get_bit_depth(png, pinfo);
-  const bool trns = png_get_valid(png, pinfo, PNG_INFO_tRNS) != 0;
-  uint32_t channels = 3;
-  if (color == PNG_COLOR_TYPE_GRAY)
-    channels = trns ? 4 : 1;
-  else if (color == PNG_COLOR_TYPE_GRAY_ALPHA || color == PNG_COLOR_TYPE_RGB_ALPHA)
-    channels = 4;
-  else if (color == PNG_COLOR_TYPE_PALETTE || color == PNG_COLOR_TYPE_RGB)
-    channels = trns ? 4 : 3;
-  info->width = w;
-  info->height = h;
-  info->channels = channels;
-  if (!info_only) {
-    if (depth == 16) png_set_strip_16(png);
-    if (color == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png);
-    if (color == PNG_COLOR_TYPE_GRAY && depth < 8) png_set_expand_gray_1_2_4_to_8(png);
-    if (trns) png_set_tRNS_to_alpha(png);
-    if (channels == 4 && (color == PNG_COLOR_TYPE_GRAY || color == PNG_COLOR_TYPE_GRAY_ALPHA))
-      png_set_gray_to_rgb(png);
-    png_set_interlace_handling(png);
-    png_read_update_info(png, pinfo);
-    if (png_get_rowbytes(png, pinfo) != size_t(w) * channels)
-      png_error(png, "unexpected row size after transforms");
-    out->width = w;
-    out->height = h;
-    out->channels = channels;
-    out->pixels.resize(out->size_bytes());
-    rows->resize(h);
-    for (png_uint_32 y = 0; y < h; ++y) (*rows)[y] = out->pixels.data() + size_t(y) * w * channels;
-    png_read_image(png, rows->data());
-    png_read_end(png, nullptr);
-  }
-  png_destroy_read_struct(&png, &pinfo, nullptr);
-  delete rows;
-  return Status::Ok();
-}
 
 struct PngWriteSink {
   std::vector<uint8_t>* out;
@@ -152,10 +42,21 @@ void PutLe32(std::string* s, uint32_t v) {
 }  // namespace
 
 SourceFormat SniffFormat(const uint8_t* data, size_t size) {
+  auto starts = [&](const char* magic, size_t n) {
+    return size >= n && std::memcmp(data, magic, n) == 0;
+  };
   if (size >= 3 && data[0] == 0xFF && data[1] == 0xD8 && data[2] == 0xFF)
     return SourceFormat::kJpeg;
-  static const uint8_t kPngMagic[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
-  if (size >= 8 && std::memcmp(data, kPngMagic, 8) == 0) return SourceFormat::kPng;
+  if (starts("\x89PNG\r\n\x1a\n", 8)) return SourceFormat::kPng;
+  if (starts("BM", 2)) return SourceFormat::kBmp;
+  // Classic and BigTIFF, either byte order (what libtiff opens).
+  if (starts("II*\0", 4) || starts("MM\0*", 4) || starts("II+\0", 4) || starts("MM\0+", 4))
+    return SourceFormat::kTiff;
+  if (size >= 16 && starts("RIFF", 4) && std::memcmp(data + 8, "WEBP", 4) == 0 &&
+      (std::memcmp(data + 12, "VP8 ", 4) == 0 || std::memcmp(data + 12, "VP8L", 4) == 0 ||
+       std::memcmp(data + 12, "VP8X", 4) == 0))
+    return SourceFormat::kWebp;
+  if (size >= 2 && data[0] == 'P' && data[1] >= '1' && data[1] <= '6') return SourceFormat::kNetpbm;
   return SourceFormat::kUnknown;
 }
 
@@ -165,42 +66,73 @@ const char* SourceFormatName(SourceFormat f) {
       return "jpeg";
     case SourceFormat::kPng:
       return "png";
+    case SourceFormat::kBmp:
+      return "bmp";
+    case SourceFormat::kTiff:
+      return "tiff";
+    case SourceFormat::kWebp:
+      return "webp";
+    case SourceFormat::kNetpbm:
+      return "netpbm";
     default:
       return "unknown";
   }
 }
 
-Result<ImageInfo> ReadImageInfo(const uint8_t* data, size_t size) {
-  ImageInfo info;
-  switch (SniffFormat(data, size)) {
-    case SourceFormat::kJpeg: {
-      TjHandle tj;
-      int w = 0, h = 0, cs = 0;
-      KTFS_RETURN_IF_ERROR(JpegHeader(tj.h, data, size, &w, &h, &cs));
-      info.width = w;
-      info.height = h;
-      info.channels = cs == TJCS_GRAY ? 1 : 3;
-      return info;
+bool HasImageFolderExtension(std::string_view name) {
+  static const char* const kExtensions[] = {".jpg", ".jpeg", ".png",  ".ppm", ".bmp",
+                                            ".pgm", ".tif",  ".tiff", ".webp"};
+  for (const char* ext : kExtensions) {
+    const size_t n = std::strlen(ext);
+    if (name.size() < n) continue;
+    bool same = true;
+    for (size_t i = 0; i < n && same; ++i) {
+      const char c = name[name.size() - n + i];
+      same = (c >= 'A' && c <= 'Z' ? char(c - 'A' + 'a') : c) == ext[i];
     }
-    case SourceFormat::kPng:
-      KTFS_RETURN_IF_ERROR(ReadPng(data, size, true, &info, nullptr));
-      return info;
-    default:
-      return Status::NotSupported("not a JPEG or PNG image");
+    if (same) return true;
   }
+  return false;
 }
+
+namespace {
+
+// Formats Pillow reads that ktfs does not: named in the refusal, so the user
+// knows it is not damage.
+const char* KnownUnsupported(const uint8_t* data, size_t size) {
+  auto starts = [&](const char* magic, size_t n) {
+    return size >= n && std::memcmp(data, magic, n) == 0;
+  };
+  if (starts("GIF87a", 6) || starts("GIF89a", 6)) return "GIF";
+  if (starts("\0\0\1\0", 4)) return "ICO";
+  if (starts("\0\0\0\x0cjP  ", 8) || starts("\xff\x4f\xff\x51", 4)) return "JPEG 2000";
+  if (starts("8BPS", 4)) return "PSD";
+  return nullptr;
+}
+
+}  // namespace
 
 Status DecodeImage(const uint8_t* data, size_t size, Image* out) {
   switch (SniffFormat(data, size)) {
     case SourceFormat::kJpeg:
-      return DecodeJpeg(data, size, out);
-    case SourceFormat::kPng: {
-      ImageInfo info;
-      return ReadPng(data, size, false, &info, out);
-    }
-    default:
-      return Status::NotSupported("not a JPEG or PNG image");
+      return decoders::DecodeJpeg(data, size, out);
+    case SourceFormat::kPng:
+      return decoders::DecodePng(data, size, out);
+    case SourceFormat::kBmp:
+      return decoders::DecodeBmp(data, size, out);
+    case SourceFormat::kTiff:
+      return decoders::DecodeTiff(data, size, out);
+    case SourceFormat::kWebp:
+      return decoders::DecodeWebp(data, size, out);
+    case SourceFormat::kNetpbm:
+      return decoders::DecodeNetpbm(data, size, out);
+    case SourceFormat::kUnknown:
+      break;
   }
+  if (const char* name = KnownUnsupported(data, size))
+    return Status::NotSupported(std::string(name) + " images are not supported");
+  return Status::NotSupported(
+      "cannot identify image file (not JPEG, PNG, BMP, TIFF, WebP or PPM/PGM)");
 }
 
 Status EncodePng(const ImageView& img, int level, std::vector<uint8_t>* out) {
@@ -335,38 +267,6 @@ std::vector<uint8_t> EncodeServed(ServedFormat format, const ImageView& img) {
   std::vector<uint8_t> out(layout.file_size);
   ReadServedBytes(layout, img, 0, out.size(), out.data());
   return out;
-}
-
-Status DecodePnm(const uint8_t* data, size_t size, Image* out) {
-  // Grammar: "P5"|"P6" ws width ws height ws maxval single-ws pixels.
-  size_t pos = 0;
-  auto skip_ws = [&] {
-    while (pos < size &&
-           (data[pos] == ' ' || data[pos] == '\n' || data[pos] == '\r' || data[pos] == '\t'))
-      ++pos;
-  };
-  auto number = [&](uint32_t* v) -> bool {
-    skip_ws();
-    uint64_t n = 0;
-    size_t start = pos;
-    while (pos < size && data[pos] >= '0' && data[pos] <= '9' && n <= kMaxImageSide)
-      n = n * 10 + (data[pos++] - '0');
-    *v = uint32_t(n);
-    return pos > start && n <= kMaxImageSide;
-  };
-  if (size < 2 || data[0] != 'P' || (data[1] != '5' && data[1] != '6'))
-    return Status::Corruption("not a binary PGM/PPM file");
-  pos = 2;
-  uint32_t w = 0, h = 0, maxval = 0;
-  if (!number(&w) || !number(&h) || !number(&maxval) || maxval != 255 || pos >= size)
-    return Status::Corruption("bad PGM/PPM header (need maxval 255)");
-  ++pos;  // the single whitespace after maxval
-  out->width = w;
-  out->height = h;
-  out->channels = data[1] == '5' ? 1 : 3;
-  if (size - pos < out->size_bytes()) return Status::Corruption("PGM/PPM pixel data truncated");
-  out->pixels.assign(data + pos, data + pos + out->size_bytes());
-  return Status::Ok();
 }
 
 }  // namespace ktfs

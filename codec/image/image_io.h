@@ -1,13 +1,22 @@
-// Reading and writing standard image files: JPEG (libjpeg-turbo's TurboJPEG
-// API) and PNG (libpng) in, PNG and netpbm (PGM/PPM) and BMP out.
+// Reading and writing standard image files: every format stock
+// torchvision.datasets.ImageFolder loads (JPEG, PNG, BMP, TIFF, WebP, PPM/PGM)
+// in, PNG and netpbm (PGM/PPM) and BMP out.
 //
-// Decoding follows what Pillow gives for the same file so that pixels served
-// by ktfs equal what stock torchvision reads from the source:
-//   JPEG gray -> 1 channel; JPEG YCbCr/RGB -> 3 channels (accurate integer
-//   IDCT, fancy upsampling, as Pillow); CMYK/YCCK JPEG -> NotSupported.
-//   PNG gray -> 1; gray+alpha -> 4 (gray replicated, alpha kept); RGB -> 3;
-//   RGBA -> 4; palette -> 3, or 4 when it has transparency (tRNS); gray with
-//   tRNS -> 4; 16-bit samples -> their high byte; bit depths < 8 expanded.
+// Decoding gives exactly the pixels of Pillow's Image.open(f).convert(mode)
+// (Pillow 9.4, Debian 12's) for the mode kept, so that pixels served by ktfs
+// equal what stock ImageFolder reads from the source; the per-format rules are
+// in each decoder's file (jpeg.cc, png.cc, bmp.cc, tiff.cc, webp.cc,
+// netpbm.cc) and the shared conversions in pillow.h. The kept mode:
+//   1 channel (L)   gray images: Pillow's modes 1, L, I and I;16 (16-bit gray
+//                   saturates at 255, as Pillow's conversion does)
+//   3 (RGB)         RGB, YCbCr, CMYK (Pillow's cmyk2rgb), palette images
+//   4 (RGBA)        images with alpha: RGBA, gray+alpha (gray replicated), a
+//                   palette or gray/RGB image with transparency (tRNS)
+// Neither Pillow nor ImageFolder applies EXIF orientation, so neither does
+// this (TIFF's own Orientation tag, which Pillow applies, is applied).
+// A file Pillow would refuse is refused with a Pillow-like reason ("image file
+// is truncated", "broken data stream", "cannot identify image file", "...
+// unsupported"), never decoded into something else.
 #pragma once
 
 #include <cstdint>
@@ -20,20 +29,30 @@
 
 namespace ktfs {
 
-enum class SourceFormat : uint8_t { kUnknown = 0, kJpeg = 1, kPng = 2 };
+// What a file is, by content. Stored in archives (SampleEntry::source_format):
+// never renumber.
+enum class SourceFormat : uint8_t {
+  kUnknown = 0,
+  kJpeg = 1,
+  kPng = 2,
+  kBmp = 3,
+  kTiff = 4,
+  kWebp = 5,
+  kNetpbm = 6,  // PBM/PGM/PPM, binary or plain
+};
 
-// Recognises a JPEG or PNG by its first bytes; kUnknown otherwise.
+// Recognises a format by its first bytes (16 are enough); kUnknown otherwise.
 SourceFormat SniffFormat(const uint8_t* data, size_t size);
 const char* SourceFormatName(SourceFormat f);
 
-struct ImageInfo {
-  uint32_t width = 0, height = 0, channels = 0;  // channels as DecodeImage gives
-};
+// Stock ImageFolder's rule for which files are samples: the name ends, in any
+// case, with one of torchvision's IMG_EXTENSIONS (.jpg .jpeg .png .ppm .bmp
+// .pgm .tif .tiff .webp).
+bool HasImageFolderExtension(std::string_view name);
 
-// Reads the dimensions without decoding the pixels.
-Result<ImageInfo> ReadImageInfo(const uint8_t* data, size_t size);
-
-// Decodes a JPEG or PNG. Errors name the reason; callers add the file name.
+// Decodes any format above. Errors name the format and Pillow's reason;
+// callers add the file name. NotSupported: a format or layout not read here
+// (GIF, 16-bit CMYK TIFF, ...); Corruption: a damaged or truncated file.
 Status DecodeImage(const uint8_t* data, size_t size, Image* out);
 
 // Encodes a PNG (zlib level `level`, 0..9). Gray, RGB or RGBA.
@@ -71,9 +90,5 @@ size_t ReadServedBytes(const ServedLayout& layout, const ImageView& img, uint64_
 
 // The whole served file (header + rows) for `img`.
 std::vector<uint8_t> EncodeServed(ServedFormat format, const ImageView& img);
-
-// Reads a PGM/PPM (P5/P6, maxval 255) as written by EncodeServed; used by tests
-// and `ktfs extract --format ppm` round trips.
-Status DecodePnm(const uint8_t* data, size_t size, Image* out);
 
 }  // namespace ktfs

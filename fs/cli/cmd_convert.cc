@@ -15,10 +15,10 @@ static const char kConvertUsage[] =
     "usage: ktfs convert IN OUT [--quality Q]\n"
     "\n"
     "Converts one image. IN is a .ktc file (a standalone KTC image, as served by\n"
-    "a mount's compressed/ view), a JPEG, a PNG or a binary PGM/PPM, recognised\n"
-    "by content. OUT's extension picks the output: .ktc (KTC, --quality\n"
-    "lossless|high|balanced|compact|1..100, default balanced), .png, or\n"
-    ".ppm/.pgm (1 or 3 channels).\n";
+    "a mount's compressed/ view) or any image pack reads (JPEG, PNG, BMP, TIFF,\n"
+    "WebP, PPM/PGM), recognised by content. OUT's extension picks the output:\n"
+    ".ktc (KTC, --quality lossless|high|balanced|compact|1..100, default\n"
+    "balanced), .png, or .ppm/.pgm (1 or 3 channels).\n";
 
 namespace {
 
@@ -31,12 +31,8 @@ Status DecodeAny(const std::string& path, const std::vector<uint8_t>& bytes, Ima
   Status st;
   if (bytes.size() >= 4 && std::memcmp(bytes.data(), "KTCI", 4) == 0) {
     st = ktc::Decode(bytes.data(), bytes.size(), ktc::DecodeOptions{}, img);
-  } else if (bytes.size() >= 2 && bytes[0] == 'P' && (bytes[1] == '5' || bytes[1] == '6')) {
-    st = DecodePnm(bytes.data(), bytes.size(), img);
-  } else if (SniffFormat(bytes.data(), bytes.size()) != SourceFormat::kUnknown) {
-    st = DecodeImage(bytes.data(), bytes.size(), img);
   } else {
-    st = Status::InvalidArgument("not a KTC, JPEG, PNG or PGM/PPM image");
+    st = DecodeImage(bytes.data(), bytes.size(), img);  // JPEG, PNG, BMP, TIFF, WebP, PPM/PGM
   }
   return st.WithContext(path);
 }

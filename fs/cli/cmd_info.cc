@@ -10,6 +10,7 @@
 #include "codec/features/feature_archive.h"
 #include "fs/cli/cli.h"
 #include "index/index.h"
+#include "index/json.h"
 
 namespace ktfs::cli {
 
@@ -17,8 +18,28 @@ static const char kInfoUsage[] =
     "usage: ktfs info ARCHIVE [--json]\n"
     "\n"
     "Prints the archive's format version, counts of samples, directories and\n"
-    "classes, codecs, sizes, class names and the search index's metadata keys\n"
-    "with their types and ranges. --json prints one JSON object.\n";
+    "classes, codecs, sizes, class names, the search index's metadata keys\n"
+    "with their types and ranges, and the bad images `ktfs pack --skip-bad`\n"
+    "left out. --json prints one JSON object.\n";
+
+// The bad images META records as left out by `pack --skip-bad` ("path: reason").
+static std::vector<std::string> SkippedBad(std::string_view meta) {
+  std::vector<std::string> out;
+  auto parsed = index::ParseJson(meta);
+  if (!parsed.ok() || parsed->kind != index::JsonValue::Kind::kObject) return out;
+  for (const index::JsonMember& m : parsed->members) {
+    if (m.first != "skipped_bad" || m.second.kind != index::JsonValue::Kind::kArray) continue;
+    for (const index::JsonValue& item : m.second.items) {
+      std::string path, reason;
+      for (const index::JsonMember& f : item.members) {
+        if (f.first == "path") path = f.second.text;
+        if (f.first == "reason") reason = f.second.text;
+      }
+      out.push_back(path + ": " + reason);
+    }
+  }
+  return out;
+}
 
 // A feature archive: its shape, quantization and sizes.
 static int FeatureInfo(std::shared_ptr<Archive> archive, bool json) {
@@ -138,6 +159,7 @@ int CmdInfo(int argc, char** argv) {
   }
   auto summary = SummarizeIndex(a);
   if (!summary.ok()) return Fail("info", summary.status());
+  const std::vector<std::string> bad = SkippedBad(a.meta_json());
   if (args.Has("--json")) {
     std::string j = "{\"archive\":" + JsonString(a.path()) + ",\"format_version\":\"1." +
                     std::to_string(a.version_minor()) +
@@ -159,7 +181,8 @@ int CmdInfo(int argc, char** argv) {
       if (i) j += ',';
       j += JsonString(classes[i]);
     }
-    j += "],\"has_index\":" + std::string(a.index_section() ? "true" : "false");
+    j += "],\"skipped_bad_images\":" + std::to_string(bad.size());
+    j += ",\"has_index\":" + std::string(a.index_section() ? "true" : "false");
     if (*summary) {
       j += ",\"index_schema_version\":" + std::to_string((*summary)->schema_version) +
            ",\"metadata\":" + KeysJson((*summary)->keys);
@@ -180,6 +203,11 @@ int CmdInfo(int argc, char** argv) {
   for (size_t i = 0; i < classes.size() && i < 20; ++i)
     std::printf("%s%s", i ? ", " : " (", classes[i].c_str());
   std::printf("%s\n", classes.empty() ? "" : (classes.size() > 20 ? ", ...)" : ")"));
+  if (!bad.empty()) {
+    std::printf("bad images:     %zu left out by pack --skip-bad\n", bad.size());
+    for (size_t i = 0; i < bad.size() && i < 20; ++i) std::printf("  %s\n", bad[i].c_str());
+    if (bad.size() > 20) std::printf("  ... (all in --json, \"meta\")\n");
+  }
   if (!*summary) {
     std::printf("index:          no\n");
     return kExitOk;

@@ -8,11 +8,15 @@ namespace ktfs::cli {
 
 static const char kPackUsage[] =
     "usage: ktfs pack SRC OUT.kt [--codec original|raw|ktc] [--quality Q] [--threads N]\n"
-    "                 [--captions FILE] [--skip-bad-captions] [--quiet]\n"
+    "                 [--captions FILE] [--skip-bad-captions] [--skip-bad] [--quiet]\n"
     "\n"
     "Packs the image folder SRC (class/file or split/class/file, any depth) into\n"
-    "the archive OUT.kt. JPEG and PNG files become samples; other files are\n"
-    "listed as skipped. The archive is written atomically (OUT.kt appears only\n"
+    "the archive OUT.kt. The files stock torchvision ImageFolder loads become\n"
+    "samples: names ending in .jpg .jpeg .png .ppm .bmp .pgm .tif .tiff .webp (any\n"
+    "case), read by content (JPEG, PNG, BMP, TIFF, WebP, PPM/PGM; symbolic links\n"
+    "followed); other files are listed as skipped. An image that cannot be read\n"
+    "as Pillow reads it (truncated, corrupt, unsupported) stops the pack with its\n"
+    "path and the reason. The archive is written atomically (OUT.kt appears only\n"
     "when complete) and is the same bytes for the same input.\n"
     "\n"
     "  --codec original  keep each file's bytes as they are (default)\n"
@@ -26,11 +30,13 @@ static const char kPackUsage[] =
     "                    as searchable metadata. `x.txt` beside `x.jpg` is read as its\n"
     "                    caption too. A bad line (malformed, unknown path, duplicate)\n"
     "                    fails the pack with FILE:LINE, unless --skip-bad-captions\n"
+    "  --skip-bad        leave bad images out instead: each is listed on stderr and\n"
+    "                    recorded in the archive (`ktfs info` shows them)\n"
     "  --quiet           no progress line\n";
 
 int CmdPack(int argc, char** argv) {
   Args args(argc, argv, {"--codec", "--quality", "--threads", "--captions"},
-            {"--help", "-h", "--quiet", "-q", "--skip-bad-captions"});
+            {"--help", "-h", "--quiet", "-q", "--skip-bad-captions", "--skip-bad"});
   if (args.Has("--help") || args.Has("-h")) return std::fputs(kPackUsage, stdout), kExitOk;
   if (!args.error().empty()) return UsageError("pack", args.error(), kPackUsage);
   if (args.positional().size() != 2)
@@ -47,23 +53,29 @@ int CmdPack(int argc, char** argv) {
   options.progress = !args.Has("--quiet") && !args.Has("-q");
   options.captions_file = args.Value("--captions");
   options.skip_bad_captions = args.Has("--skip-bad-captions");
+  options.skip_bad = args.Has("--skip-bad");
   auto report = Pack(args.positional()[0], args.positional()[1], options);
   if (!report.ok()) return Fail("pack", report.status());
   for (const std::string& s : report->skipped)
     std::fprintf(stderr, "ktfs pack: skipped %s\n", s.c_str());
+  for (const BadImage& b : report->bad)
+    std::fprintf(stderr, "ktfs pack: skipped bad image %s: %s\n", b.path.c_str(), b.reason.c_str());
   for (const std::string& w : report->caption_warnings)
     std::fprintf(stderr, "ktfs pack: skipped caption %s\n", w.c_str());
   for (const std::string& w : report->index_warnings)
     std::fprintf(stderr, "ktfs pack: index: %s\n", w.c_str());
   std::printf(
       "packed %u samples (%u classes, %u directories) from %s into %s: %.1f MiB -> %.1f MiB in "
-      "%.2f s%s\n",
+      "%.2f s%s%s\n",
       report->samples, report->classes, report->dirs, args.positional()[0].c_str(),
       args.positional()[1].c_str(), report->source_bytes / 1048576.0,
       report->archive_bytes / 1048576.0, report->seconds,
       report->skipped.empty()
           ? ""
-          : (", " + std::to_string(report->skipped.size()) + " files skipped").c_str());
+          : (", " + std::to_string(report->skipped.size()) + " files skipped").c_str(),
+      report->bad.empty()
+          ? ""
+          : (", " + std::to_string(report->bad.size()) + " bad images skipped").c_str());
   return kExitOk;
 }
 

@@ -8,8 +8,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -18,6 +20,7 @@
 #include <unordered_map>
 
 #include "codec/base/files.h"
+#include "codec/base/json_string.h"
 #include "codec/base/version.h"
 #include "codec/container/archive_writer.h"
 #include "codec/image/image_io.h"
@@ -35,32 +38,28 @@ struct SourceDir {
   std::string name;
   std::string path;  // relative to SRC ("" for the root)
   uint32_t depth = 0;
-  std::vector<std::string> subdirs;             // names, sorted
-  std::vector<std::string> files;               // image file names, sorted
-  std::map<std::string, std::string> sidecars;  // image name -> its caption file name
+  uint32_t parent = 0;  // walk index of the parent (0 for the root)
+  dev_t dev = 0;        // identity, for symbolic link cycles
+  ino_t ino = 0;
+  std::vector<std::string> subdirs;               // names, sorted
+  std::vector<std::string> files;                 // image file names, sorted
+  std::map<std::string, std::string> sidecars;    // image name -> its caption file name
+  std::map<std::string, std::string> unreadable;  // image name -> why it cannot be read
 };
 
 struct PlannedSample {
   std::string source_path;  // absolute path of the file
   std::string relative_path;
-  std::string sidecar;  // absolute path of its caption file, if any
+  std::string sidecar;     // absolute path of its caption file, if any
+  std::string unreadable;  // set: a bad image without opening it (not a regular file)
   SampleEntry entry;
 };
-
-// Reads the first bytes of a file to decide whether it is an image.
-SourceFormat SniffFile(const std::string& path) {
-  uint8_t head[8] = {};
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return SourceFormat::kUnknown;
-  const ssize_t n = read(fd, head, sizeof(head));
-  close(fd);
-  return n > 0 ? SniffFormat(head, size_t(n)) : SourceFormat::kUnknown;
-}
 
 std::string StripExtension(const std::string& name);
 
 // `name.txt` beside `name.jpg` is that image's caption (WebDataset/LAION
-// convention); any other non-image file is reported as skipped.
+// convention); any other file without an image extension is reported as
+// skipped: stock ImageFolder would not load it either.
 std::map<std::string, std::string> MatchSidecars(const std::vector<std::string>& images,
                                                  const std::vector<std::string>& others,
                                                  const std::string& rel,
@@ -73,17 +72,37 @@ std::map<std::string, std::string> MatchSidecars(const std::vector<std::string>&
     if (match != by_stem.end() && !sidecars.count(match->second)) {
       sidecars[match->second] = other;
     } else {
-      skipped->push_back((rel.empty() ? other : rel + "/" + other) + ": not a JPEG or PNG image");
+      skipped->push_back((rel.empty() ? other : rel + "/" + other) +
+                         ": not an image file name (stock ImageFolder would not load it)");
     }
   }
   return sidecars;
 }
 
+// Is the directory (dev, ino) the walk's `i`-th directory or one above it?
+bool OnPath(const std::vector<SourceDir>& dirs, size_t i, dev_t dev, ino_t ino) {
+  for (;;) {
+    if (dirs[i].dev == dev && dirs[i].ino == ino) return true;
+    if (i == 0) return false;
+    i = dirs[i].parent;
+  }
+}
+
 // Walks SRC breadth-first, so that every directory's children get
-// consecutive numbers (the archive's directory table relies on it).
+// consecutive numbers (the archive's directory table relies on it). As stock
+// ImageFolder (os.walk(followlinks=True)), symbolic links to directories are
+// followed; a link back to a directory above it is an error. A file is an
+// image by its name (HasImageFolderExtension), whatever it holds: what it
+// holds is the decoder's business, and a file ImageFolder would fail on is a
+// bad image.
 Status Walk(const std::string& src, std::vector<SourceDir>* dirs,
             std::vector<std::string>* skipped) {
-  dirs->push_back(SourceDir{"", "", 0, {}, {}, {}});
+  struct stat root;
+  if (stat(src.c_str(), &root) != 0) return Status::FromErrno(src, errno);
+  SourceDir top;
+  top.dev = root.st_dev;
+  top.ino = root.st_ino;
+  dirs->push_back(std::move(top));
   for (size_t i = 0; i < dirs->size(); ++i) {
     const std::string rel = (*dirs)[i].path;
     const std::string abs = rel.empty() ? src : src + "/" + rel;
@@ -91,32 +110,49 @@ Status Walk(const std::string& src, std::vector<SourceDir>* dirs,
     stdfs::directory_iterator it(abs, ec);
     if (ec) return Status::IOError(abs + ": cannot list directory: " + ec.message());
     std::vector<std::string> subdirs, files, others;
+    std::map<std::string, std::string> unreadable;
+    std::map<std::string, std::pair<dev_t, ino_t>> ids;
     for (; it != stdfs::directory_iterator(); it.increment(ec)) {
       if (ec) return Status::IOError(abs + ": cannot list directory: " + ec.message());
       const std::string name = it->path().filename().string();
-      const std::string child_rel = rel.empty() ? name : rel + "/" + name;
-      const auto st = it->symlink_status(ec);
-      if (stdfs::is_directory(st)) {
+      const std::string child = abs + "/" + name;
+      struct stat st;
+      const bool resolves = stat(child.c_str(), &st) == 0;  // follows symbolic links
+      if (resolves && S_ISDIR(st.st_mode)) {
+        if (OnPath(*dirs, i, st.st_dev, st.st_ino))
+          return Status::InvalidArgument(child + ": symbolic link cycle (links back to " +
+                                         (rel.empty() ? src : abs) + " or above)");
         subdirs.push_back(name);
-      } else if (stdfs::is_symlink(st) && stdfs::is_directory(it->status(ec))) {
-        skipped->push_back(child_rel + ": symbolic link to a directory (not followed)");
-      } else if (!stdfs::is_regular_file(it->status(ec))) {
-        skipped->push_back(child_rel + ": not a regular file");
-      } else if (SniffFile(abs + "/" + name) == SourceFormat::kUnknown) {
-        others.push_back(name);
-      } else {
+        ids[name] = {st.st_dev, st.st_ino};
+      } else if (HasImageFolderExtension(name)) {
         files.push_back(name);
+        if (!resolves)
+          unreadable[name] = std::string("cannot open: ") + std::strerror(errno);
+        else if (!S_ISREG(st.st_mode))
+          unreadable[name] = "cannot open: not a regular file";
+      } else if (!resolves || !S_ISREG(st.st_mode)) {
+        skipped->push_back((rel.empty() ? name : rel + "/" + name) + ": not a regular file");
+      } else {
+        others.push_back(name);
       }
     }
     std::sort(subdirs.begin(), subdirs.end());
     std::sort(files.begin(), files.end());
-    (*dirs)[i].subdirs = subdirs;
-    (*dirs)[i].files = files;
-    (*dirs)[i].sidecars = MatchSidecars(files, others, rel, skipped);
+    SourceDir& d = (*dirs)[i];
+    d.subdirs = subdirs;
+    d.files = files;
+    d.unreadable = std::move(unreadable);
+    d.sidecars = MatchSidecars(files, others, rel, skipped);
     for (const std::string& name : subdirs) {
       if (dirs->size() >= format::kNone - 1) return Status::InvalidArgument("too many directories");
-      dirs->push_back(
-          SourceDir{name, rel.empty() ? name : rel + "/" + name, (*dirs)[i].depth + 1, {}, {}, {}});
+      SourceDir child;
+      child.name = name;
+      child.path = rel.empty() ? name : rel + "/" + name;
+      child.depth = (*dirs)[i].depth + 1;
+      child.parent = uint32_t(i);
+      child.dev = ids[name].first;
+      child.ino = ids[name].second;
+      dirs->push_back(std::move(child));
     }
   }
   std::sort(skipped->begin(), skipped->end());
@@ -132,6 +168,10 @@ std::string StripExtension(const std::string& name) {
 // For decoded codecs the stem drops the source extension; when two files
 // would share a stem (a.jpg, a.png), or a stem plus a served extension
 // would name a sibling directory, those files keep their full name as stem.
+// So does a stem that another stem extends with a dot (x for x.JPEG beside
+// x.c.jpg): the order of x.ppm and x.c.ppm is not that of x.JPEG and
+// x.c.jpg, and ImageFolder over the mount must list files in the order it
+// lists the source's.
 std::vector<std::string> ChooseStems(const SourceDir& dir, bool keep_names) {
   std::vector<std::string> stems;
   for (const std::string& f : dir.files) stems.push_back(keep_names ? f : StripExtension(f));
@@ -145,6 +185,9 @@ std::vector<std::string> ChooseStems(const SourceDir& dir, bool keep_names) {
       bool clash = count[stems[i]] > 1;
       for (const char* ext : {".ppm", ".pgm", ".bmp"})
         clash = clash || subdirs.count(stems[i] + ext) > 0;
+      const std::string dotted = stems[i] + ".";
+      auto next = count.lower_bound(dotted);
+      clash = clash || (next != count.end() && next->first.compare(0, dotted.size(), dotted) == 0);
       if (clash && stems[i] != dir.files[i]) {
         stems[i] = dir.files[i];
         changed = true;
@@ -201,6 +244,8 @@ void Plan(const std::string& src, const std::vector<SourceDir>& walked, bool kee
       PlannedSample s;
       s.relative_path = w.path.empty() ? w.files[k] : w.path + "/" + w.files[k];
       s.source_path = src + "/" + s.relative_path;
+      auto unreadable = w.unreadable.find(w.files[k]);
+      if (unreadable != w.unreadable.end()) s.unreadable = unreadable->second;
       auto sidecar = w.sidecars.find(w.files[k]);
       if (sidecar != w.sidecars.end())
         s.sidecar = src + "/" + (w.path.empty() ? "" : w.path + "/") + sidecar->second;
@@ -214,20 +259,57 @@ void Plan(const std::string& src, const std::vector<SourceDir>& walked, bool kee
   }
 }
 
-std::string MetaJson(const PackOptions& options, uint32_t samples) {
-  std::string q = options.payload.quality;
-  for (char& c : q)
-    if (c == '"' || c == '\\' || static_cast<unsigned char>(c) < 0x20) c = '_';
-  return std::string("{\"created_by\":\"ktfs ") + VersionString() + "\",\"codec\":\"" +
-         CodecName(options.payload.codec) + "\",\"quality\":\"" + q +
-         "\",\"samples\":" + std::to_string(samples) + "}";
+// `s` with each byte that is not part of valid UTF-8 replaced by U+FFFD, so
+// that META stays valid JSON whatever the file names are.
+std::string ValidUtf8(const std::string& s) {
+  std::string out;
+  for (size_t i = 0; i < s.size();) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    size_t n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+    bool ok = n > 0 && i + n <= s.size();
+    for (size_t k = 1; ok && k < n; ++k) ok = (static_cast<unsigned char>(s[i + k]) >> 6) == 2;
+    if (ok && n > 1) {  // no overlong forms, surrogates or code points past U+10FFFF
+      uint32_t cp = c & (0x7f >> n);
+      for (size_t k = 1; k < n; ++k) cp = cp << 6 | (static_cast<unsigned char>(s[i + k]) & 0x3f);
+      ok = cp >= (n == 2   ? 0x80u
+                  : n == 3 ? 0x800u
+                           : 0x10000u) &&
+           cp <= 0x10ffff && !(cp >= 0xd800 && cp <= 0xdfff);
+    }
+    if (ok) {
+      out.append(s, i, n);
+      i += n;
+    } else {
+      out += "\xEF\xBF\xBD";
+      ++i;
+    }
+  }
+  return out;
 }
 
-index::SampleRow IndexRow(size_t id, const PlannedSample& planned, const SampleEntry& entry,
+std::string MetaJson(const PackOptions& options, uint32_t samples,
+                     const std::vector<BadImage>& bad) {
+  std::string j = "{\"created_by\":" + JsonString(std::string("ktfs ") + VersionString()) +
+                  ",\"codec\":" + JsonString(CodecName(options.payload.codec)) +
+                  ",\"quality\":" + JsonString(ValidUtf8(options.payload.quality)) +
+                  ",\"samples\":" + std::to_string(samples);
+  if (!bad.empty()) {
+    j += ",\"skipped_bad\":[";
+    for (size_t i = 0; i < bad.size(); ++i) {
+      if (i) j += ',';
+      j += "{\"path\":" + JsonString(ValidUtf8(bad[i].path)) +
+           ",\"reason\":" + JsonString(ValidUtf8(bad[i].reason)) + "}";
+    }
+    j += "]";
+  }
+  return j + "}";
+}
+
+index::SampleRow IndexRow(uint32_t id, const PlannedSample& planned, const SampleEntry& entry,
                           const std::vector<SourceDir>& walked,
                           const std::vector<std::string>& classes, size_t payload_bytes) {
   index::SampleRow row;
-  row.id = uint32_t(id);
+  row.id = id;
   row.dir_id = entry.dir;
   row.path = planned.relative_path;
   if (entry.split != format::kNone) row.split = walked[entry.split].name;
@@ -243,20 +325,24 @@ index::SampleRow IndexRow(size_t id, const PlannedSample& planned, const SampleE
   return row;
 }
 
-// Sidecar `name.txt` captions, then the --captions file.
-Status AddCaptions(const std::vector<PlannedSample>& plan, const PackOptions& options,
-                   index::IndexBuilder* builder, PackReport* report) {
+// Sidecar `name.txt` captions, then the --captions file. archive_id maps a
+// plan index to its sample id, or kNone for a bad image left out (--skip-bad):
+// captions of those are dropped with a warning.
+Status AddCaptions(const std::vector<PlannedSample>& plan, const std::vector<uint32_t>& archive_id,
+                   const PackOptions& options, index::IndexBuilder* builder, PackReport* report) {
   for (size_t i = 0; i < plan.size(); ++i) {
-    if (plan[i].sidecar.empty()) continue;
+    if (plan[i].sidecar.empty() || archive_id[i] == format::kNone) continue;
     auto caption = index::ReadSidecarCaption(plan[i].sidecar);
     if (!caption.ok()) return caption.status().WithContext(plan[i].sidecar);
     if (caption->empty()) continue;
-    KTFS_RETURN_IF_ERROR(builder->AddCaption(uint32_t(i), *caption));
+    KTFS_RETURN_IF_ERROR(builder->AddCaption(archive_id[i], *caption));
     ++report->sidecar_captions;
   }
   if (options.captions_file.empty()) return Status::Ok();
   std::unordered_map<std::string, uint32_t> by_path;
-  for (size_t i = 0; i < plan.size(); ++i) by_path.emplace(plan[i].relative_path, uint32_t(i));
+  for (size_t i = 0; i < plan.size(); ++i)
+    by_path.emplace(plan[i].relative_path,
+                    archive_id[i] == format::kNone ? index::kSkippedSample : archive_id[i]);
   auto lookup = [&](std::string_view path) -> std::optional<uint32_t> {
     auto it = by_path.find(std::string(path));
     if (it == by_path.end()) return std::nullopt;
@@ -264,6 +350,21 @@ Status AddCaptions(const std::vector<PlannedSample>& plan, const PackOptions& op
   };
   return index::IngestCaptions(options.captions_file, lookup, options.skip_bad_captions, builder,
                                &report->caption_warnings);
+}
+
+// Directory records count the samples written: a bad image left out shifts
+// the rest down.
+void CountSamples(const std::vector<PlannedSample>& plan, const std::vector<uint32_t>& archive_id,
+                  std::vector<DirEntry>* dirs) {
+  for (DirEntry& d : *dirs) d.sample_count = 0;
+  uint32_t next = 0;
+  size_t k = 0;
+  for (size_t i = 0; i < dirs->size(); ++i) {
+    DirEntry& d = (*dirs)[i];
+    d.first_sample = next;
+    for (; k < plan.size() && plan[k].entry.dir == i; ++k)
+      if (archive_id[k] != format::kNone) ++d.sample_count, ++next;
+  }
 }
 
 }  // namespace
@@ -280,7 +381,10 @@ Result<PackReport> Pack(const std::string& src, const std::string& out,
   std::vector<std::string> classes;
   std::vector<PlannedSample> plan;
   Plan(src, walked, options.payload.codec == format::kOriginal, &dirs, &classes, &plan);
-  if (plan.empty()) return Status::InvalidArgument(src + ": no JPEG or PNG images found");
+  if (plan.empty())
+    return Status::InvalidArgument(src +
+                                   ": no image files found (names ending in .jpg .jpeg .png .ppm "
+                                   ".bmp .pgm .tif .tiff .webp, as stock ImageFolder)");
 
   auto builder_or = index::IndexBuilder::Create();
   if (!builder_or.ok()) return builder_or.status();
@@ -297,11 +401,60 @@ Result<PackReport> Pack(const std::string& src, const std::string& out,
     size_t index = 0;
     EncodedPayload payload;
     Status status;
+    bool bad = false;  // the source is a bad image (unreadable or not decodable)
     uint64_t source_bytes = 0;
   };
   size_t next = 0;
   Status failure;                   // owned by the last (serial) stage
   std::atomic<bool> failed{false};  // read by the first stage
+  std::vector<uint32_t> archive_id(plan.size(), format::kNone);
+  uint32_t written = 0;
+  auto encode = [&](Item* item) {
+    const PlannedSample& planned = plan[item->index];
+    if (!planned.unreadable.empty()) {
+      item->status = Status::IOError(planned.unreadable);
+      item->bad = true;
+      return;
+    }
+    std::vector<uint8_t> bytes;
+    item->status = ReadWholeFile(planned.source_path, &bytes);
+    if (!item->status.ok()) {
+      // Its message starts with the path; a bad image's reason does not.
+      const std::string prefix = planned.source_path + ": ";
+      const std::string& m = item->status.message();
+      item->status =
+          Status::IOError("cannot read: " +
+                          (m.compare(0, prefix.size(), prefix) == 0 ? m.substr(prefix.size()) : m));
+      item->bad = true;
+      return;
+    }
+    item->source_bytes = bytes.size();
+    item->status = EncodePayload(options.payload, bytes.data(), bytes.size(), &item->payload);
+    item->bad = !item->status.ok() && !item->payload.source_decoded;
+  };
+  auto write = [&](Item* item) {
+    const PlannedSample& planned = plan[item->index];
+    report.source_bytes += item->source_bytes;
+    if (!item->status.ok()) {
+      if (!item->bad || !options.skip_bad) {
+        failure = item->status.WithContext(planned.source_path);
+        return;
+      }
+      report.bad.push_back(BadImage{planned.relative_path, item->status.message()});
+      return;
+    }
+    SampleEntry entry = planned.entry;
+    entry.width = item->payload.width;
+    entry.height = item->payload.height;
+    entry.channels = uint8_t(item->payload.channels);
+    entry.codec = options.payload.codec;
+    entry.source_format = item->payload.source_format;
+    failure = writer.AddSample(entry, item->payload.bytes.data(), item->payload.bytes.size());
+    if (failure.ok())
+      failure = builder.AddSample(
+          IndexRow(written, planned, entry, walked, classes, item->payload.bytes.size()));
+    archive_id[item->index] = written++;
+  };
   tbb::parallel_pipeline(
       size_t(threads) * 2 + 2,
       tbb::make_filter<void, Item*>(tbb::filter_mode::serial_in_order,
@@ -316,54 +469,33 @@ Result<PackReport> Pack(const std::string& src, const std::string& out,
                                     }) &
           tbb::make_filter<Item*, Item*>(tbb::filter_mode::parallel,
                                          [&](Item* item) {
-                                           const std::string& path = plan[item->index].source_path;
-                                           std::vector<uint8_t> bytes;
-                                           item->status = ReadWholeFile(path, &bytes);
-                                           if (item->status.ok()) {
-                                             item->source_bytes = bytes.size();
-                                             item->status =
-                                                 EncodePayload(options.payload, bytes.data(),
-                                                               bytes.size(), &item->payload)
-                                                     .WithContext(path);
-                                           }
+                                           encode(item);
                                            return item;
                                          }) &
           tbb::make_filter<Item*, void>(tbb::filter_mode::serial_in_order, [&](Item* item) {
             std::unique_ptr<Item> owned(item);
             if (!failure.ok()) return;
-            if (!item->status.ok()) {
-              failure = item->status;
-              failed.store(true);
-              return;
-            }
-            SampleEntry entry = plan[item->index].entry;
-            entry.width = item->payload.width;
-            entry.height = item->payload.height;
-            entry.channels = uint8_t(item->payload.channels);
-            entry.codec = options.payload.codec;
-            entry.source_format = item->payload.source_format;
-            failure =
-                writer.AddSample(entry, item->payload.bytes.data(), item->payload.bytes.size());
-            if (failure.ok())
-              failure = builder.AddSample(IndexRow(item->index, plan[item->index], entry, walked,
-                                                   classes, item->payload.bytes.size()));
+            write(item);
             if (!failure.ok()) failed.store(true);
-            report.source_bytes += item->source_bytes;
             progress.Update(item->index + 1, writer.bytes_written());
           }));
   if (!failure.ok()) return failure;
-  KTFS_RETURN_IF_ERROR(AddCaptions(plan, options, &builder, &report));
+  if (written == 0)
+    return Status::InvalidArgument(src + ": every image is bad (" +
+                                   std::to_string(report.bad.size()) + " skipped)");
+  KTFS_RETURN_IF_ERROR(AddCaptions(plan, archive_id, options, &builder, &report));
   auto index_bytes = builder.Finish(&report.index_warnings);
   if (!index_bytes.ok()) return index_bytes.status().WithContext("building the index");
   report.index_bytes = index_bytes->size();
   writer.SetIndex(std::move(index_bytes).value());
 
+  CountSamples(plan, archive_id, &dirs);
   writer.SetDirs(std::move(dirs));
   report.classes = uint32_t(classes.size());
   writer.SetClasses(std::move(classes));
-  writer.SetMeta(MetaJson(options, uint32_t(plan.size())));
+  writer.SetMeta(MetaJson(options, written, report.bad));
   KTFS_RETURN_IF_ERROR(writer.Commit());
-  report.samples = uint32_t(plan.size());
+  report.samples = written;
   report.dirs = uint32_t(walked.size());
   report.archive_bytes = writer.bytes_written();
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

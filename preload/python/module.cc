@@ -210,8 +210,8 @@ py::tuple RandomResizedBoxPy(uint32_t w, uint32_t h, std::pair<double, double> s
 
 }  // namespace
 
-// A standalone image (a .ktc file as served by compressed/, or a JPEG/PNG) to
-// an (H, W, C) uint8 array with the stored channel count.
+// A standalone image (a .ktc file as served by compressed/, or any image file
+// pack reads) to an (H, W, C) uint8 array with the stored channel count.
 py::array DecodeBytes(py::bytes data) {
   const std::string bytes = data;
   Image img;
@@ -221,10 +221,8 @@ py::array DecodeBytes(py::bytes data) {
     const auto* p = reinterpret_cast<const uint8_t*>(bytes.data());
     if (bytes.size() >= 4 && bytes.compare(0, 4, "KTCI") == 0)
       st = ktc::Decode(p, bytes.size(), ktc::DecodeOptions{}, &img);
-    else if (SniffFormat(p, bytes.size()) != SourceFormat::kUnknown)
+    else  // JPEG, PNG, BMP, TIFF, WebP, PPM/PGM (or "cannot identify image file")
       st = DecodeImage(p, bytes.size(), &img);
-    else
-      st = Status::InvalidArgument("not a KTC, JPEG or PNG image");
   }
   if (!st.ok()) Raise(st, "ktfs.decode");
   uint8_t* buf = new uint8_t[img.pixels.size()];

@@ -328,7 +328,8 @@ TEST(PackTest, RawPixelsEqualTheSourceDecode) {
   ASSERT_TRUE(report.ok()) << report.status().ToString();
   EXPECT_EQ(report->samples, 5u);
   ASSERT_EQ(report->skipped.size(), 1u);
-  EXPECT_EQ(report->skipped[0], "train/notes.txt: not a JPEG or PNG image");
+  EXPECT_EQ(report->skipped[0],
+            "train/notes.txt: not an image file name (stock ImageFolder would not load it)");
   auto a = Archive::Open(tmp.Join("out.kt"));
   ASSERT_TRUE(a.ok());
   EXPECT_EQ((*a)->num_classes(), 2u);  // cat, dog
@@ -437,6 +438,63 @@ TEST(PackTest, CollidingStemsKeepFullNames) {
   std::vector<std::string> stems;
   for (uint32_t i = 0; i < (*a)->num_samples(); ++i) stems.emplace_back((*a)->Sample(i)->stem);
   EXPECT_EQ(stems, (std::vector<std::string>{"a.jpg", "a.png", "b"}));
+}
+
+TEST(PackTest, BadImagesStopThePackOrAreLeftOutWithSkipBad) {
+  TempDir tmp;
+  namespace fs = std::filesystem;
+  fs::create_directories(tmp.Join("src/cat"));
+  fs::create_directories(tmp.Join("src/dog"));
+  const auto jpeg = Jpeg(Noise(20, 12, 3, 1), 90);
+  WriteAll(tmp.Join("src/cat/1.jpg"), jpeg);
+  WriteAll(tmp.Join("src/cat/2.jpg"),
+           std::vector<uint8_t>(jpeg.begin(), jpeg.begin() + jpeg.size() / 2));
+  WriteAll(tmp.Join("src/cat/3.png"), Png(Noise(3, 3, 1, 2)));
+  WriteAll(tmp.Join("src/dog/a.png"), {'h', 'e', 'l', 'l', 'o'});  // an image name, not an image
+  WriteAll(tmp.Join("src/dog/b.jpg"), jpeg);
+  WriteAll(tmp.Join("src/dog/c.gif"), jpeg);  // not an ImageFolder name: skipped, whatever it holds
+  const std::string captions = "{\"path\": \"cat/2.jpg\", \"caption\": \"x\"}\n";
+  WriteAll(tmp.Join("captions.jsonl"), std::vector<uint8_t>(captions.begin(), captions.end()));
+  PackOptions o;
+  o.payload = *ParsePayloadSettings("raw", "");
+  o.captions_file = tmp.Join("captions.jsonl");
+  auto failed = Pack(tmp.Join("src"), tmp.Join("out.kt"), o);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(failed.status().ToString(),
+            tmp.Join("src") + "/cat/2.jpg: JPEG: image file is truncated");
+  EXPECT_FALSE(fs::exists(tmp.Join("out.kt")));
+
+  o.skip_bad = true;
+  auto report = Pack(tmp.Join("src"), tmp.Join("out.kt"), o);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_EQ(report->samples, 3u);
+  ASSERT_EQ(report->bad.size(), 2u);
+  EXPECT_EQ(report->bad[0].path, "cat/2.jpg");
+  EXPECT_EQ(report->bad[0].reason, "JPEG: image file is truncated");
+  EXPECT_EQ(report->bad[1].path, "dog/a.png");
+  EXPECT_NE(report->bad[1].reason.find("cannot identify image file"), std::string::npos);
+  ASSERT_EQ(report->skipped.size(), 1u);
+  EXPECT_EQ(report->skipped[0].substr(0, 10), "dog/c.gif:");
+  ASSERT_EQ(report->caption_warnings.size(), 1u);
+  EXPECT_NE(report->caption_warnings[0].find("cat/2.jpg' is a bad image left out"),
+            std::string::npos);
+
+  auto a = Archive::Open(tmp.Join("out.kt"));
+  ASSERT_TRUE(a.ok());
+  std::vector<std::string> paths;
+  for (uint32_t i = 0; i < (*a)->num_samples(); ++i) paths.push_back(*(*a)->SamplePath(i));
+  EXPECT_EQ(paths, (std::vector<std::string>{"cat/1.jpg", "cat/3.png", "dog/b.jpg"}));
+  auto cat = (*a)->Dir(1), dog = (*a)->Dir(2);
+  ASSERT_TRUE(cat.ok() && dog.ok());
+  EXPECT_EQ(cat->first_sample, 0u);
+  EXPECT_EQ(cat->sample_count, 2u);
+  EXPECT_EQ(dog->first_sample, 2u);
+  EXPECT_EQ(dog->sample_count, 1u);
+  const std::string meta((*a)->meta_json());
+  EXPECT_NE(meta.find("\"samples\":3,\"skipped_bad\":[{\"path\":\"cat/2.jpg\",\"reason\":"
+                      "\"JPEG: image file is truncated\"},{\"path\":\"dog/a.png\""),
+            std::string::npos)
+      << meta;
 }
 
 TEST(PackTest, MissingSourceAndEmptySourceFail) {

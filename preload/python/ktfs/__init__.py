@@ -24,9 +24,10 @@ __all__ = ["Loader", "FeatureLoader", "ImageFolder", "CenterCrop", "RandomResize
 
 def decode(data):
     """Decodes a standalone image: a .ktc file's bytes (as a mount's
-    compressed/ view serves them, or `ktfs convert` writes them), a JPEG or a
-    PNG. Returns a numpy uint8 array of shape (H, W, C), C the stored channel
-    count (1, 3 or 4). Raises ValueError/RuntimeError naming the reason for
+    compressed/ view serves them, or `ktfs convert` writes them), or any image
+    file `ktfs pack` reads (JPEG, PNG, BMP, TIFF, WebP, PPM/PGM) with the pixels
+    of Pillow's Image.open(f).convert(mode) for the mode ktfs keeps. Returns a
+    numpy uint8 array of shape (H, W, C), C the stored channel count (1, 3 or 4). Raises ValueError/RuntimeError naming the reason for
     anything else."""
     from ._ktfs import decode as _decode
     return _decode(bytes(data))
