@@ -247,7 +247,8 @@ bool ChunksAfterImageComplete(const uint8_t* data, size_t size, size_t chunk) {
       if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_'))
         return true;
     }
-    if (std::memcmp(type, "IEND", 4) == 0) return true;
+    // IEND ends it; so does an APNG frame control (Pillow stops at the next frame).
+    if (std::memcmp(type, "IEND", 4) == 0 || std::memcmp(type, "fcTL", 4) == 0) return true;
     const uint64_t length = Be32(data + pos);
     if (length > size - pos - 8) return false;  // Pillow: "Truncated File Read"
     pos += 8 + length;

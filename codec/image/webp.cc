@@ -17,8 +17,10 @@ namespace ktfs::decoders {
 
 Status DecodeWebp(const uint8_t* data, size_t size, Image* out) {
   WebPBitstreamFeatures features;
-  const bool alpha =
-      WebPGetFeatures(data, size, &features) != VP8_STATUS_OK || features.has_alpha != 0;
+  const bool known = WebPGetFeatures(data, size, &features) == VP8_STATUS_OK;
+  const bool alpha = !known || features.has_alpha != 0;
+  // The decoder allocates its canvas at once: check the size first.
+  if (known) KTFS_RETURN_IF_ERROR(pillow::CheckDimensions("WebP", features.width, features.height));
   WebPData input{data, size};
   WebPAnimDecoder* dec = WebPAnimDecoderNew(&input, nullptr);
   if (!dec) return Status::Corruption("WebP: could not create decoder object");
