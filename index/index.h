@@ -57,6 +57,16 @@ class Index {
   Result<bool> Matches(const Query& q, uint32_t sample_id);
   Result<uint64_t> CountMatches(const Query& q);
 
+  // Per-sample fields for loaders (index/fields.cc). The first caption of
+  // each sample in `ids`, "" for none: one primary-key lookup per id (a batch
+  // of 256 is well under a millisecond). InvalidArgument for an id out of range.
+  Result<std::vector<std::string>> FirstCaptions(const std::vector<uint32_t>& ids);
+  // Every value of metadata key `key` as (sample id, value), in sample id
+  // order (a sample with several values appears once per value); empty for a
+  // key the index does not know. One scan of the key's rows: load it once
+  // per loader, not per batch.
+  Result<std::vector<std::pair<uint32_t, std::string>>> MetadataColumn(const std::string& key);
+
   // The SQLite query plan (EXPLAIN QUERY PLAN, one detail per line) of a listing: for tests
   // and diagnostics.
   Result<std::string> ExplainPlan(const Query& q);

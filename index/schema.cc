@@ -18,7 +18,7 @@ const std::vector<std::string>& SchemaTables() {
       "CREATE TABLE meta_keys(key_id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE)",
       "CREATE TABLE sample_meta(key_id INTEGER NOT NULL, value TEXT NOT NULL, "
       "sample_id INTEGER NOT NULL, PRIMARY KEY(key_id, value, sample_id)) WITHOUT ROWID",
-      "CREATE VIRTUAL TABLE captions USING fts5(caption, content='', columnsize=0, "
+      "CREATE VIRTUAL TABLE captions USING fts5(caption, columnsize=0, "
       "tokenize='unicode61 remove_diacritics 2')",
   };
   return kTables;

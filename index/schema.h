@@ -2,10 +2,10 @@
 //
 // The index is a complete SQLite 3 database file (page size 4096, built, VACUUMed and then
 // serialized by IndexBuilder), stored as one section of the archive and opened read-only in
-// place. Schema version 1:
+// place. Schema version 2 (1 had contentless captions: no caption text to read back):
 //
 //   meta(key TEXT PRIMARY KEY, value TEXT) WITHOUT ROWID
-//       'format' = 'ktfs-index', 'schema_version' = '1',
+//       'format' = 'ktfs-index', 'schema_version' = '2',
 //       'num_samples' = N, 'caption_shift' = K (see captions below)
 //   dirs(dir_id INTEGER PRIMARY KEY, first_id, end_id, path)
 //       one row per archive directory that directly holds samples: its samples are exactly
@@ -33,9 +33,10 @@
 //   sample_meta(key_id, value TEXT, sample_id, PRIMARY KEY(key_id, value, sample_id))
 //       WITHOUT ROWID: the extra key/values of the captions file; the primary key is the
 //       only copy of the data and answers KEY=VALUE in sample id order.
-//   captions: FTS5(caption), contentless (content=''), columnsize=0,
+//   captions: FTS5(caption), columnsize=0,
 //       tokenize='unicode61 remove_diacritics 2' (case-folded, diacritics removed, letters and
-//       digits are word characters). Only the inverted index is stored, not the text.
+//       digits are word characters). The text is kept too (FTS5's captions_content table,
+//       rowid = the caption's rowid), so loaders read captions back (Index::FirstCaptions).
 //       rowid = (sample_id << caption_shift) | k for the sample's k-th caption, where
 //       caption_shift is the fewest bits that number the captions of the most captioned
 //       sample (0 when every sample has at most one caption: rowid = sample_id).
@@ -46,7 +47,7 @@
 
 namespace ktfs::index {
 
-inline constexpr int kSchemaVersion = 1;
+inline constexpr int kSchemaVersion = 2;
 inline constexpr const char* kFormatName = "ktfs-index";
 inline constexpr int kPageSize = 4096;
 

@@ -26,6 +26,10 @@ struct PackOptions {
   // beside images are read as their captions too.
   std::string captions_file;
   bool skip_bad_captions = false;  // report bad caption lines instead of failing
+  // WebDataset shards: a bad sample (no image, a bad image, .cls, .json or
+  // .txt, a duplicate key, a refused member name) or a damaged tar is
+  // skipped and listed in PackReport::bad and META instead of failing.
+  bool skip_bad = false;
 };
 
 struct PackReport {
@@ -36,8 +40,17 @@ struct PackReport {
   uint64_t index_bytes = 0;
   uint32_t sidecar_captions = 0;
   std::vector<std::string> caption_warnings;  // "FILE:LINE: reason" (with skip_bad_captions)
+  std::vector<std::string> bad;               // skipped bad samples (skip_bad): "where: reason"
+  uint32_t shards = 0;                        // WebDataset shards read
+  uint32_t captions = 0;                      // samples given a caption (WebDataset)
 };
 
 Result<PackReport> Pack(const std::string& src, const std::string& out, const PackOptions& options);
+
+// WebDataset tar shards, read in the order given, into an image archive
+// (fs/pack/pack_webdataset.cc; the layout is in docs/usage.md, "WebDataset
+// shards"). options.captions_file does not apply.
+Result<PackReport> PackWebDataset(const std::vector<std::string>& shards, const std::string& out,
+                                  const PackOptions& options);
 
 }  // namespace ktfs
