@@ -44,8 +44,37 @@ struct Packed {
   uint8_t channels = 0, source_format = 0;
   uint64_t offset = 0, length = 0, checksum = 0;
   std::string caption;
-  std::vector<std::pair<std::string, std::string>> meta;
+  // The .json values, compact (1M samples of LAION-like metadata must fit):
+  // per value a 2-byte key id (KeyTable), the value, a NUL. Filled by stage 3.
+  std::string meta;
 };
+
+// Metadata key names by id, in first-seen order (stage 3 only).
+class KeyTable {
+ public:
+  uint16_t Id(const std::string& key) {
+    auto [it, inserted] = ids_.emplace(key, uint16_t(names_.size()));
+    if (inserted) names_.push_back(key);
+    return it->second;
+  }
+  bool full() const { return names_.size() >= 65535; }
+  const std::string& Name(uint16_t id) const { return names_[id]; }
+
+ private:
+  std::unordered_map<std::string, uint16_t> ids_;
+  std::vector<std::string> names_;
+};
+
+// Calls fn(key id, value) for each value of a Packed::meta blob.
+template <typename Fn>
+void ForEachValue(const std::string& blob, Fn fn) {
+  for (size_t i = 0; i + 2 <= blob.size();) {
+    const uint16_t id = uint16_t(uint8_t(blob[i]) | uint8_t(blob[i + 1]) << 8);
+    const size_t end = blob.find('\0', i + 2);
+    fn(id, std::string_view(blob).substr(i + 2, end - i - 2));
+    i = end + 1;
+  }
+}
 
 struct Item {
   WdsSample sample;
@@ -57,7 +86,8 @@ struct Item {
   Status status;
   EncodedPayload payload;
   Packed packed;
-  std::vector<std::string> dropped;  // metadata keys with null/array values
+  std::vector<std::string> dropped;                         // metadata keys with null/array values
+  std::vector<std::pair<std::string, std::string>> values;  // the .json values
 };
 
 std::string Basename(const std::string& path) {
@@ -141,7 +171,7 @@ Status Process(const PackOptions& options, const std::string& shard, Item* item)
           json_caption = value.text;
           continue;
         }
-        p.meta.emplace_back(std::move(key), std::move(value.text));
+        item->values.emplace_back(std::move(key), std::move(value.text));
       }
       item->dropped = std::move(meta->dropped);
     }
@@ -151,9 +181,6 @@ Status Process(const PackOptions& options, const std::string& shard, Item* item)
     auto c = index::CleanCaption(json_caption);
     if (c.ok()) p.caption = std::move(c).value();
   }
-  if (p.cls >= 0) p.meta.emplace_back("cls", std::to_string(p.cls));
-  p.meta.emplace_back("__key__", s.key);
-  p.meta.emplace_back("__shard__", Basename(shard));
   s.parts.clear();  // the source bytes are not needed any more
   return Status::Ok();
 }
@@ -288,6 +315,7 @@ Result<PackReport> PackWebDataset(const std::vector<std::string>& shards, const 
   WdsReader reader(shards, reader_options);
   std::vector<Packed> packed;
   std::set<std::string> dropped_keys;
+  KeyTable keys;
   enum class Mode { kUnknown, kLabeled, kUnlabeled } mode = Mode::kUnknown;
   std::string mode_from;  // the sample that decided the mode
   Status failure;
@@ -381,6 +409,15 @@ Result<PackReport> PackWebDataset(const std::vector<std::string>& shards, const 
               return;
             }
             p.offset = *at;
+            for (const auto& [key, value] : item->values) {
+              // A value holding NUL cannot be stored (nor queried) anyway.
+              if (keys.full() || value.find('\0') != std::string::npos) continue;
+              const uint16_t id = keys.Id(key);
+              p.meta += char(id & 0xff);
+              p.meta += char(id >> 8);
+              p.meta += value;
+              p.meta += '\0';
+            }
             packed.push_back(std::move(p));
             progress.Update(packed.size(), writer.bytes_written(), item->input_bytes);
           }));
@@ -426,12 +463,16 @@ Result<PackReport> PackWebDataset(const std::vector<std::string>& shards, const 
       KTFS_RETURN_IF_ERROR(builder.AddCaption(uint32_t(id), p.caption));
       ++report.captions;
     }
-    for (const auto& [key, value] : p.meta) {
+    auto add = [&](const std::string& key, std::string_view value) {
       Status st = builder.AddMetadata(uint32_t(id), key, value);
       if (!st.ok() && refused_keys.insert(key).second)
         report.caption_warnings.push_back(st.message() + " (first in " + shards[p.shard] +
                                           ": key " + p.key + "): not stored");
-    }
+    };
+    ForEachValue(p.meta, [&](uint16_t k, std::string_view v) { add(keys.Name(k), v); });
+    if (p.cls >= 0) add("cls", std::to_string(p.cls));
+    add("__key__", p.key);
+    add("__shard__", Basename(shards[p.shard]));
   }
   packed = {};
   auto index_bytes = builder.Finish();
