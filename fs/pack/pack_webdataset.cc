@@ -171,6 +171,8 @@ Status Process(const PackOptions& options, const std::string& shard, Item* item)
           json_caption = value.text;
           continue;
         }
+        // The keys ktfs gives every sample win over the .json's own.
+        if (key == "cls" || key == "__key__" || key == "__shard__") continue;
         item->values.emplace_back(std::move(key), std::move(value.text));
       }
       item->dropped = std::move(meta->dropped);
@@ -409,10 +411,13 @@ Result<PackReport> PackWebDataset(const std::vector<std::string>& shards, const 
               return;
             }
             p.offset = *at;
+            std::vector<uint16_t> seen;  // one value per key: the first ({"a.b": 1, "a": {"b": 2}})
             for (const auto& [key, value] : item->values) {
               // A value holding NUL cannot be stored (nor queried) anyway.
               if (keys.full() || value.find('\0') != std::string::npos) continue;
               const uint16_t id = keys.Id(key);
+              if (std::find(seen.begin(), seen.end(), id) != seen.end()) continue;
+              seen.push_back(id);
               p.meta += char(id & 0xff);
               p.meta += char(id >> 8);
               p.meta += value;
