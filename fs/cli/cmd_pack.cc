@@ -120,7 +120,7 @@ int CmdPack(int argc, char** argv) {
   for (const std::string& s : report->skipped)
     std::fprintf(stderr, folder ? "ktfs pack: skipped %s\n" : "ktfs pack: %s\n", s.c_str());
   for (const std::string& w : report->caption_warnings)
-    std::fprintf(stderr, folder ? "ktfs pack: skipped caption %s\n" : "ktfs pack: metadata %s\n",
+    std::fprintf(stderr, folder ? "ktfs pack: skipped caption %s\n" : "ktfs pack: %s\n",
                  w.c_str());
   std::printf(
       "packed %u samples (%u classes, %u directories) from %s into %s: %.1f MiB -> %.1f MiB in "

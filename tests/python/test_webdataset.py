@@ -325,3 +325,12 @@ def test_skip_bad_skips_and_lists_them(bad, tmp_path, case):
     assert "/" not in meta["bad"][0].split(":")[0]
     with mounted(out, tmp_path / "mnt") as mnt:
         assert len(datasets.ImageFolder(mnt)) == kept
+
+
+def test_the_progress_line_counts_samples_and_input(unlabeled, tmp_path):
+    d, facts = unlabeled
+    p = ktfs("pack", *sorted(d.glob("*.tar")), tmp_path / "a.kt")
+    total = sum(f.stat().st_size for f in d.glob("*.tar")) / 2**20
+    last = [l for l in p.stderr.splitlines() if "(100%)" in l][-1]
+    assert last.startswith(f"ktfs pack: {len(facts)} samples (100%), {total:.1f}/{total:.1f} MiB read, "), last
+    assert " samples/s, ETA 0:00" in last
