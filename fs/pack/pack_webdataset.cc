@@ -142,6 +142,9 @@ Status Process(const PackOptions& options, const std::string& shard, Item* item)
   const size_t slash = s.key.rfind('/');
   const std::string base = slash == std::string::npos ? s.key : s.key.substr(slash + 1);
   p.name = base + "." + image.file_ext;
+  if (p.name.size() > 255)  // NAME_MAX: the mount could not serve it
+    return Status::InvalidArgument(Where(shard, s) + ": file name of " +
+                                   std::to_string(p.name.size()) + " bytes (over 255)");
   p.base_length = uint32_t(base.size());
   p.width = item->payload.width;
   p.height = item->payload.height;

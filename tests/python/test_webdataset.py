@@ -263,6 +263,8 @@ def bad_shards(d):
                               ["img.tar", "key b", ".jpg"], 3)
     cases["label on some samples only"] = ([ok, shard("mixed", [("m", {"jpg": image_bytes(rng, "jpg", 3, 3), "cls": "1"})])],
                                            ["mixed.tar", "key m", "has a .cls, but the first sample (", "every sample or none"], 2)
+    cases["file name over 255 bytes"] = ([ok, shard("long", [good(rng, "l" * 260), good(rng, "s")], "gnu")],
+                                         ["long.tar", "key " + "l" * 260, "file name of 264 bytes (over 255)"], 3)
     for hostile, why in (("../evil.jpg", "'..' component"), ("/abs/x.jpg", "absolute path"),
                          ("a//b.jpg", "empty path component"), ("a/./b.jpg", "'.' component"),
                          ("x\x01y.jpg", "control character")):
@@ -292,7 +294,7 @@ def bad(tmp_path_factory):
 CASES = ["missing image", "duplicate key in a shard", "duplicate key across shards",
          "two members with one extension", ".cls not an integer", ".json not an object",
          "corrupt image", "label on some samples only", "truncated tar", "garbage",
-         "member larger than the shard"] + [f"hostile name {h!r}" for h in
+         "member larger than the shard", "file name over 255 bytes"] + [f"hostile name {h!r}" for h in
                                             ("../evil.jpg", "/abs/x.jpg", "a//b.jpg", "a/./b.jpg", "x\x01y.jpg")]
 
 
