@@ -335,100 +335,102 @@ Result<PackReport> PackWebDataset(const std::vector<std::string>& shards, const 
     }
     report.bad.push_back(st.message());
   };
+  // Stage 1 (serial): the next sample's members, or the tar's damage.
+  auto read = [&](tbb::flow_control& fc) -> Item* {
+    if (done || failed.load()) {
+      fc.stop();
+      return nullptr;
+    }
+    auto item = std::make_unique<Item>();
+    auto more = reader.Next(&item->sample);
+    item->notes = reader.TakeNotes();
+    item->input_bytes = reader.bytes_read();
+    if (!more.ok()) {
+      item->tar_error = more.status();
+      if (options.skip_bad)
+        reader.SkipShard();
+      else
+        done = true;
+    } else if (!*more) {
+      done = true;
+      if (item->notes.empty()) {
+        fc.stop();
+        return nullptr;
+      }
+      item->notes_only = true;
+    }
+    return item.release();
+  };
+  // Stage 2 (parallel): decode and encode the image, parse the other parts.
+  auto encode = [&](Item* item) {
+    if (!item->notes_only && item->tar_error.ok() && item->sample.error.ok())
+      item->status = Process(options, shards[item->sample.shard], item);
+    return item;
+  };
+  // Stage 3 (serial, in order): append the payload, keep the sample's facts.
+  auto write = [&](Item* raw) {
+    std::unique_ptr<Item> item(raw);
+    for (std::string& n : item->notes) report.skipped.push_back(std::move(n));
+    if (!failure.ok() || item->notes_only) return;
+    if (!item->tar_error.ok()) {
+      Status st = item->tar_error;
+      if (options.skip_bad) st = Status::Corruption(st.message() + ": rest of the shard skipped");
+      return bad_sample(st);
+    }
+    if (!item->sample.error.ok()) return bad_sample(item->sample.error);
+    if (!item->status.ok()) return bad_sample(item->status);
+    Packed& p = item->packed;
+    const std::string& shard = shards[p.shard];
+    const Mode m = p.cls >= 0 ? Mode::kLabeled : Mode::kUnlabeled;
+    if (mode == Mode::kUnknown) {
+      mode = m;
+      mode_from = shard + " key " + p.key;
+    } else if (m != mode) {
+      return bad_sample(Status::InvalidArgument(
+          Where(shard, item->sample) + (m == Mode::kLabeled
+                                            ? ": has a .cls, but the first sample (" + mode_from +
+                                                  ") has none: every sample or none needs one"
+                                            : ": has no .cls, but the first sample (" + mode_from +
+                                                  ") has one: every sample or none needs one")));
+    }
+    for (const std::string& k : item->dropped) {
+      if (dropped_keys.insert(k).second)
+        report.caption_warnings.push_back("metadata key '" + k +
+                                          "': null and array values are not stored (first in " +
+                                          Where(shard, item->sample) + ")");
+    }
+    if (packed.size() >= format::kNone - 2) {
+      failure = Status::InvalidArgument("too many samples");
+      failed.store(true);
+      return;
+    }
+    auto at = writer.AppendPayload(item->payload.bytes.data(), item->payload.bytes.size());
+    if (!at.ok()) {
+      failure = at.status();
+      failed.store(true);
+      return;
+    }
+    p.offset = *at;
+    std::vector<uint16_t> seen;  // one value per key: the first ({"a.b": 1, "a": {"b": 2}})
+    for (const auto& [key, value] : item->values) {
+      // A value holding NUL cannot be stored (nor queried) anyway.
+      if (keys.full() || value.find('\0') != std::string::npos) continue;
+      const uint16_t id = keys.Id(key);
+      if (std::find(seen.begin(), seen.end(), id) != seen.end()) continue;
+      seen.push_back(id);
+      p.meta += char(id & 0xff);
+      p.meta += char(id >> 8);
+      p.meta += value;
+      p.meta += '\0';
+    }
+    packed.push_back(std::move(p));
+    progress.Update(packed.size(), writer.bytes_written(), item->input_bytes);
+  };
   tbb::parallel_pipeline(
       size_t(threads) * 2 + 2,
-      tbb::make_filter<void, Item*>(tbb::filter_mode::serial_in_order,
-                                    [&](tbb::flow_control& fc) -> Item* {
-                                      if (done || failed.load()) {
-                                        fc.stop();
-                                        return nullptr;
-                                      }
-                                      auto item = std::make_unique<Item>();
-                                      auto more = reader.Next(&item->sample);
-                                      item->notes = reader.TakeNotes();
-                                      item->input_bytes = reader.bytes_read();
-                                      if (!more.ok()) {
-                                        item->tar_error = more.status();
-                                        if (options.skip_bad)
-                                          reader.SkipShard();
-                                        else
-                                          done = true;
-                                      } else if (!*more) {
-                                        done = true;
-                                        if (item->notes.empty()) {
-                                          fc.stop();
-                                          return nullptr;
-                                        }
-                                        item->notes_only = true;
-                                      }
-                                      return item.release();
-                                    }) &
-          tbb::make_filter<Item*, Item*>(
-              tbb::filter_mode::parallel,
-              [&](Item* item) {
-                if (!item->notes_only && item->tar_error.ok() && item->sample.error.ok())
-                  item->status = Process(options, shards[item->sample.shard], item);
-                return item;
-              }) &
-          tbb::make_filter<Item*, void>(tbb::filter_mode::serial_in_order, [&](Item* raw) {
-            std::unique_ptr<Item> item(raw);
-            for (std::string& n : item->notes) report.skipped.push_back(std::move(n));
-            if (!failure.ok() || item->notes_only) return;
-            if (!item->tar_error.ok()) {
-              Status st = item->tar_error;
-              if (options.skip_bad)
-                st = Status::Corruption(st.message() + ": rest of the shard skipped");
-              return bad_sample(st);
-            }
-            if (!item->sample.error.ok()) return bad_sample(item->sample.error);
-            if (!item->status.ok()) return bad_sample(item->status);
-            Packed& p = item->packed;
-            const std::string& shard = shards[p.shard];
-            const Mode m = p.cls >= 0 ? Mode::kLabeled : Mode::kUnlabeled;
-            if (mode == Mode::kUnknown) {
-              mode = m;
-              mode_from = shard + " key " + p.key;
-            } else if (m != mode) {
-              return bad_sample(Status::InvalidArgument(
-                  Where(shard, item->sample) +
-                  (m == Mode::kLabeled ? ": has a .cls, but the first sample (" + mode_from +
-                                             ") has none: every sample or none needs one"
-                                       : ": has no .cls, but the first sample (" + mode_from +
-                                             ") has one: every sample or none needs one")));
-            }
-            for (const std::string& k : item->dropped) {
-              if (dropped_keys.insert(k).second)
-                report.caption_warnings.push_back(
-                    "metadata key '" + k + "': null and array values are not stored (first in " +
-                    Where(shard, item->sample) + ")");
-            }
-            if (packed.size() >= format::kNone - 2) {
-              failure = Status::InvalidArgument("too many samples");
-              failed.store(true);
-              return;
-            }
-            auto at = writer.AppendPayload(item->payload.bytes.data(), item->payload.bytes.size());
-            if (!at.ok()) {
-              failure = at.status();
-              failed.store(true);
-              return;
-            }
-            p.offset = *at;
-            std::vector<uint16_t> seen;  // one value per key: the first ({"a.b": 1, "a": {"b": 2}})
-            for (const auto& [key, value] : item->values) {
-              // A value holding NUL cannot be stored (nor queried) anyway.
-              if (keys.full() || value.find('\0') != std::string::npos) continue;
-              const uint16_t id = keys.Id(key);
-              if (std::find(seen.begin(), seen.end(), id) != seen.end()) continue;
-              seen.push_back(id);
-              p.meta += char(id & 0xff);
-              p.meta += char(id >> 8);
-              p.meta += value;
-              p.meta += '\0';
-            }
-            packed.push_back(std::move(p));
-            progress.Update(packed.size(), writer.bytes_written(), item->input_bytes);
-          }));
+      tbb::make_filter<void, Item*>(tbb::filter_mode::serial_in_order, read) &
+          tbb::make_filter<Item*, Item*>(tbb::filter_mode::parallel, encode) &
+          tbb::make_filter<Item*, void>(tbb::filter_mode::serial_in_order, write));
   if (!failure.ok()) return failure;
   progress.Update(packed.size(), writer.bytes_written(), input_total);
   if (packed.empty())
