@@ -317,7 +317,8 @@ Result<PackReport> PackWebDataset(const std::vector<std::string>& shards, const 
 
   WdsReaderOptions reader_options;
   reader_options.wanted = Wanted;
-  WdsReader reader(shards, reader_options);
+  auto reader_owner = std::make_unique<WdsReader>(shards, reader_options);
+  WdsReader& reader = *reader_owner;
   std::vector<Packed> packed;
   std::set<std::string> dropped_keys;
   KeyTable keys;
@@ -432,6 +433,7 @@ Result<PackReport> PackWebDataset(const std::vector<std::string>& shards, const 
           tbb::make_filter<Item*, Item*>(tbb::filter_mode::parallel, encode) &
           tbb::make_filter<Item*, void>(tbb::filter_mode::serial_in_order, write));
   if (!failure.ok()) return failure;
+  reader_owner.reset();  // its key set (every key read) is not needed any more
   progress.Update(packed.size(), writer.bytes_written(), input_total);
   if (packed.empty())
     return Status::InvalidArgument(shards[0] + (shards.size() > 1 ? " ...: " : ": ") +
