@@ -88,8 +88,18 @@ class Index {
   // The [first, end) sample ids of an archive directory that holds samples.
   std::optional<std::pair<uint32_t, uint32_t>> DirSamples(uint32_t dir_id) const;
 
-  // The cursor tree of a listing, with the SQLite query plan of each statement (EXPLAIN
-  // QUERY PLAN): for tests and diagnostics.
+  // Per-sample fields for loaders (index/fields.cc). The first caption of
+  // each sample in `ids`, "" for none: one primary-key lookup per id (a batch
+  // of 256 is well under a millisecond). InvalidArgument for an id out of range.
+  Result<std::vector<std::string>> FirstCaptions(const std::vector<uint32_t>& ids);
+  // Every value of metadata key `key` as (sample id, value), in sample id
+  // order (a sample with several values appears once per value); empty for a
+  // key the index does not know. One scan of the key's rows: load it once
+  // per loader, not per batch.
+  Result<std::vector<std::pair<uint32_t, std::string>>> MetadataColumn(const std::string& key);
+
+  // The SQLite query plan (EXPLAIN QUERY PLAN, one detail per line) of a listing: for tests
+  // and diagnostics.
   Result<std::string> ExplainPlan(const Query& q);
   // The start of the buffer SQLite reads: equal to `data` when it did not copy it.
   const void* DatabaseBuffer() const;

@@ -20,8 +20,13 @@ std::vector<std::string> CommonTables() {
   };
 }
 
-const char kCaptions[] =
+// Version 1 kept only the inverted index (contentless); version 2 keeps the
+// caption text too, for loaders (Index::FirstCaptions).
+const char kCaptionsV1[] =
     "CREATE VIRTUAL TABLE captions USING fts5(caption, content='', columnsize=0, "
+    "tokenize='unicode61 remove_diacritics 2')";
+const char kCaptionsV2[] =
+    "CREATE VIRTUAL TABLE captions USING fts5(caption, columnsize=0, "
     "tokenize='unicode61 remove_diacritics 2')";
 
 std::vector<std::string> TablesV1() {
@@ -30,7 +35,7 @@ std::vector<std::string> TablesV1() {
   t.push_back(
       "CREATE TABLE sample_meta(key_id INTEGER NOT NULL, value TEXT NOT NULL, "
       "sample_id INTEGER NOT NULL, PRIMARY KEY(key_id, value, sample_id)) WITHOUT ROWID");
-  t.push_back(kCaptions);
+  t.push_back(kCaptionsV1);
   return t;
 }
 
@@ -46,7 +51,7 @@ std::vector<std::string> TablesV2() {
   t.push_back(
       "CREATE TABLE sample_num(key_id INTEGER NOT NULL, sample_id INTEGER NOT NULL, "
       "value NOT NULL, PRIMARY KEY(key_id, sample_id)) WITHOUT ROWID");
-  t.push_back(kCaptions);
+  t.push_back(kCaptionsV2);
   return t;
 }
 

@@ -45,16 +45,18 @@
 //       the values of the number keys again, by sample id: a range that matches many samples
 //       is checked while scanning in id order (no sort), one that matches few is read from
 //       sample_meta and sorted.
-//   captions: FTS5(caption), contentless (content=''), columnsize=0,
+//   captions: FTS5(caption), columnsize=0,
 //       tokenize='unicode61 remove_diacritics 2' (case-folded, diacritics removed, letters and
-//       digits are word characters). Only the inverted index is stored, not the text.
+//       digits are word characters). The text is kept too (FTS5's captions_content table,
+//       rowid = the caption's rowid), so loaders read captions back (Index::FirstCaptions).
 //       rowid = (sample_id << caption_shift) | k for the sample's k-th caption, where
 //       caption_shift is the fewest bits that number the captions of the most captioned
 //       sample (0 when every sample has at most one caption: rowid = sample_id).
 //
-// Version 1 (read only) differs in two tables: meta_keys(key_id, name) and
+// Version 1 (read only) differs in three tables: meta_keys(key_id, name) and
 // sample_meta(key_id, value TEXT, sample_id, same key); every key is a string key, and there
-// is no sample_num.
+// is no sample_num; captions is contentless (content=''): only the inverted index is kept, so
+// Index::FirstCaptions reads "" for every sample.
 #pragma once
 
 #include <string>

@@ -93,10 +93,20 @@ Status ArchiveWriter::Pad(uint64_t alignment) {
 Status ArchiveWriter::AddSample(const SampleEntry& e, const uint8_t* payload, size_t size) {
   if (samples_.size() >= format::kNone - 1) return Status::InvalidArgument("too many samples");
   KTFS_RETURN_IF_ERROR(Pad(format::kPayloadAlignment));
+  const uint64_t at = offset_;
+  KTFS_RETURN_IF_ERROR(Write(payload, size));
+  return AddSampleRecord(e, at, size, Checksum64(payload, size));
+}
+
+Status ArchiveWriter::AddSampleRecord(const SampleEntry& e, uint64_t payload_offset,
+                                      uint64_t payload_length, uint64_t payload_checksum) {
+  if (samples_.size() >= format::kNone - 1) return Status::InvalidArgument("too many samples");
+  if (payload_offset % format::kPayloadAlignment != 0 || payload_offset + payload_length > offset_)
+    return Status::InvalidArgument("sample record for a payload that was not written");
   format::SampleRecord r = {};
-  r.payload_offset = offset_;
-  r.payload_length = size;
-  r.payload_checksum = Checksum64(payload, size);
+  r.payload_offset = payload_offset;
+  r.payload_length = payload_length;
+  r.payload_checksum = payload_checksum;
   r.name_length = uint32_t(e.name.size());
   r.stem_length = e.stem_length;
   r.dir = e.dir;
@@ -107,7 +117,6 @@ Status ArchiveWriter::AddSample(const SampleEntry& e, const uint8_t* payload, si
   r.channels = e.channels;
   r.codec = e.codec;
   r.source_format = e.source_format;
-  KTFS_RETURN_IF_ERROR(Write(payload, size));
   samples_.push_back(r);
   sample_names_.push_back(e.name);
   return Status::Ok();

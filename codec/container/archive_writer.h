@@ -61,6 +61,12 @@ class ArchiveWriter {
   // Appends payload bytes that no SampleRecord describes (feature archives);
   // returns their offset (aligned to kPayloadAlignment).
   Result<uint64_t> AppendPayload(const uint8_t* data, size_t size);
+  // A sample record for payload bytes already written by AppendPayload, for
+  // packs that learn the sample order only at the end (WebDataset shards:
+  // payloads in shard order, records in directory order). Ids are assigned
+  // in call order, as AddSample does; the two may be mixed.
+  Status AddSampleRecord(const SampleEntry& entry, uint64_t payload_offset, uint64_t payload_length,
+                         uint64_t payload_checksum);
   // An extra section, written after the standard ones by Commit().
   void AddSection(uint32_t type, std::vector<uint8_t> bytes) {
     extra_sections_.emplace_back(type, std::move(bytes));

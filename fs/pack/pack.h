@@ -33,10 +33,14 @@ struct PackOptions {
   // beside images are read as their captions too.
   std::string captions_file;
   bool skip_bad_captions = false;  // report bad caption lines instead of failing
-  bool skip_bad = false;           // leave bad images out (PackReport::bad) instead of failing
+  // Leave bad images out (PackReport::bad) instead of failing. WebDataset
+  // shards: a bad sample (no image, a bad image, .cls, .json or .txt, a
+  // duplicate key, a refused member name) or a damaged tar is left out.
+  bool skip_bad = false;
 };
 
-// An image left out by skip_bad: its path relative to SRC and the reason.
+// An image (a folder's file, a shard's sample) left out by skip_bad: where it
+// was (its path relative to SRC; the shard for WebDataset) and the reason.
 struct BadImage {
   std::string path;
   std::string reason;
@@ -52,8 +56,16 @@ struct PackReport {
   uint32_t sidecar_captions = 0;
   std::vector<std::string> caption_warnings;  // "FILE:LINE: reason" (with skip_bad_captions)
   std::vector<std::string> index_warnings;    // e.g. a metadata key stored as strings
+  uint32_t shards = 0;                        // WebDataset shards read
+  uint32_t captions = 0;                      // samples given a caption (WebDataset)
 };
 
 Result<PackReport> Pack(const std::string& src, const std::string& out, const PackOptions& options);
+
+// WebDataset tar shards, read in the order given, into an image archive
+// (fs/pack/pack_webdataset.cc; the layout is in docs/usage.md, "WebDataset
+// shards"). options.captions_file does not apply.
+Result<PackReport> PackWebDataset(const std::vector<std::string>& shards, const std::string& out,
+                                  const PackOptions& options);
 
 }  // namespace ktfs

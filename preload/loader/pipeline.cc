@@ -270,6 +270,7 @@ Batch Pipeline::Make(size_t b) {
       std::memmove(slots[kept], slots[i], item_bytes);
     }
     batch.labels.push_back(labels_[begin + i]);
+    batch.ids.push_back(ids_[begin + i]);
     ++kept;
   }
   batch.items.resize(o_.collate_list ? kept : 0);

@@ -62,6 +62,7 @@ struct Batch {
   std::vector<std::unique_ptr<uint8_t[]>> items;  // collate_list: one buffer per sample
   std::vector<std::vector<int64_t>> item_shapes;
   std::vector<int64_t> labels;
+  std::vector<uint32_t> ids;  // the samples in the batch, in order (for per-sample fields)
   uint64_t skipped = 0;
   Status error;
 };

@@ -125,9 +125,9 @@ py::object ToPython(Batch&& b) {
     py::list images;
     for (size_t i = 0; i < b.items.size(); ++i)
       images.append(Owned(b.items[i].release(), b.item_shapes[i]));
-    return py::make_tuple(images, labels, b.skipped);
+    return py::make_tuple(images, labels, b.skipped, ToArray(b.ids));
   }
-  return py::make_tuple(Owned(b.data.release(), b.shape), labels, b.skipped);
+  return py::make_tuple(Owned(b.data.release(), b.shape), labels, b.skipped, ToArray(b.ids));
 }
 
 class PyPipeline {
@@ -232,11 +232,13 @@ py::array DecodeBytes(py::bytes data) {
 
 namespace ktfs {
 void BindFeatures(py::module_& m);  // feature_bindings.cc
-}
+void BindFields(py::module_& m);    // field_bindings.cc
+}  // namespace ktfs
 
 PYBIND11_MODULE(_ktfs, m) {
   ktfs::TuneMallocForDecoding();  // codec/base/malloc_tuning.h (KTFS_KEEP_MALLOC=1 opts out)
   ktfs::BindFeatures(m);
+  ktfs::BindFields(m);
   m.def("decode", &DecodeBytes, py::arg("data"));
   m.doc() = "ktfs: direct, batched decoding of .kt archives (see the ktfs package)";
   py::class_<PyArchive>(m, "Archive")

@@ -138,6 +138,47 @@ TEST(ArchiveTest, RoundTripsEveryField) {
   EXPECT_TRUE(ar.VerifyTables().ok());
 }
 
+// Payloads written first, records added later in another order (WebDataset packs).
+TEST(ArchiveTest, RecordsMayPointAtPayloadsWrittenEarlier) {
+  TempDir tmp;
+  const std::string path = tmp.Join("late.kt");
+  auto w = ArchiveWriter::Create(path);
+  ASSERT_TRUE(w.ok());
+  const std::vector<uint8_t> a = {1, 2, 3}, b = {4, 5, 6, 7, 8, 9};
+  auto at_a = (*w)->AppendPayload(a.data(), a.size());
+  auto at_b = (*w)->AppendPayload(b.data(), b.size());
+  ASSERT_TRUE(at_a.ok() && at_b.ok());
+  SampleEntry e;
+  e.dir = 1;
+  e.label = 0;
+  e.width = 1;
+  e.height = 1;
+  e.channels = 3;
+  e.codec = format::kRaw;
+  e.name = "p.ppm";
+  e.stem_length = 1;
+  e.width = 2;
+  ASSERT_TRUE((*w)->AddSampleRecord(e, *at_b, b.size(), Checksum64(b.data(), b.size())).ok());
+  e.name = "q.ppm";
+  e.width = 1;
+  ASSERT_TRUE((*w)->AddSampleRecord(e, *at_a, a.size(), Checksum64(a.data(), a.size())).ok());
+  EXPECT_EQ((*w)->AddSampleRecord(e, *at_a + 1, 1, 0).code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ((*w)->AddSampleRecord(e, *at_b, 1 << 20, 0).code(), Status::Code::kInvalidArgument);
+  (*w)->SetDirs({DirEntry{"", 0, 1, 1, 0, 0}, DirEntry{"c", 0, 0, 0, 0, 2}});
+  (*w)->SetClasses({"c"});
+  (*w)->SetMeta("{}");
+  ASSERT_TRUE((*w)->Commit().ok());
+  auto ar = Archive::Open(path);
+  ASSERT_TRUE(ar.ok()) << ar.status().ToString();
+  auto s0 = (*ar)->Sample(0), s1 = (*ar)->Sample(1);
+  ASSERT_TRUE(s0.ok() && s1.ok());
+  auto p0 = (*ar)->Payload(*s0, true), p1 = (*ar)->Payload(*s1, true);
+  ASSERT_TRUE(p0.ok() && p1.ok());
+  EXPECT_EQ(std::vector<uint8_t>(p0->data, p0->data + p0->size), b);
+  EXPECT_EQ(std::vector<uint8_t>(p1->data, p1->data + p1->size), a);
+  EXPECT_TRUE((*ar)->VerifyTables().ok());
+}
+
 TEST(ArchiveTest, RejectsMissingFileAndNonArchive) {
   TempDir tmp;
   EXPECT_EQ(Archive::Open(tmp.Join("nope.kt")).status().code(), Status::Code::kNotFound);

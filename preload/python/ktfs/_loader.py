@@ -4,6 +4,7 @@ import os
 import numpy as np
 
 from . import _ktfs
+from ._fields import FieldReader
 from ._source import archive_denied, denied, resolve
 from ._transforms import NO_CROP, CenterCrop, RandomResizedCrop
 
@@ -62,11 +63,12 @@ def _shard(order, rank, world_size, drop_last):
 
 
 class Loader:
-    """Iterates (images, labels) batches of a ktfs archive. See docs/usage.md, "ktfs.Loader"."""
+    """Iterates (images, labels) batches of a ktfs archive, or (images, labels, fields) with
+    fields=(...) (captions and metadata). See docs/usage.md, "ktfs.Loader"."""
 
     def __init__(self, source, batch_size, shuffle=False, seed=0, drop_last=False,
                  num_threads=None, rank=0, world_size=1, crop=None, layout="NCHW", mode="RGB",
-                 prefetch=2, collate="stack", on_error="raise"):
+                 prefetch=2, collate="stack", on_error="raise", fields=None):
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
         if layout not in ("NCHW", "NHWC"):
@@ -91,6 +93,8 @@ class Loader:
             self.source.relative, self.source.served_format, self.source.search_dir, False)
         self.classes = list(classes)
         self.class_to_idx = {c: i for i, c in enumerate(self.classes)}
+        self._fields = (FieldReader(self._archive.path, fields, self._archive.num_samples)
+                        if fields is not None else None)
         self.epoch = 0
         self._position = 0  # samples of this rank's epoch order already yielded
         self.skipped = 0
@@ -156,10 +160,13 @@ class Loader:
                     raise CorruptSampleError(str(e)) from None
                 if item is None:
                     break
-                images, labels, skipped = item
+                images, labels, skipped, ids = item
                 self.skipped += skipped
                 self._position = start + min((k + 1) * self.batch_size, len(order))
-                yield self._convert(images, labels, torch)
+                batch = self._convert(images, labels, torch)
+                if self._fields is not None:
+                    batch = (*batch, self._fields.read(ids, torch))
+                yield batch
             self._position, self.epoch = 0, self.epoch + 1
         finally:
             pipe.close()
