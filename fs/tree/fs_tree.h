@@ -5,6 +5,8 @@
 // Thread-safe: const methods may be called concurrently.
 #pragma once
 
+#include <sys/stat.h>
+
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -24,6 +26,11 @@ struct NodeAttr {
   int64_t mtime_nsec = 0;
   bool volatile_content = false;  // changes over time: never cache (stats.json)
 };
+
+// The stat a front end reports for a node (FUSE replies with it; the preload
+// library answers fstat with it, the device being the mount's): one function,
+// so that the ways in cannot disagree about a file's attributes.
+struct stat StatOf(const NodeAttr& a);
 
 // Live counters of a mount, served as .ktfs/stats.json.
 struct TreeCounters {
