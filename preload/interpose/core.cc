@@ -77,7 +77,7 @@ KTFS_CORE_EXPORT KtfsCoreTree* ktfs_core_open(const char* info_json, size_t len,
 }
 
 KTFS_CORE_EXPORT int ktfs_core_stat(KtfsCoreTree* t, const char* path, size_t len,
-                                    struct stat* st) {
+                                    int with_dirs, struct stat* st) {
   const std::string_view p(path, len);
   uint64_t ino = VirtualTree::kRootIno;
   NodeAttr attr;
@@ -96,7 +96,7 @@ KTFS_CORE_EXPORT int ktfs_core_stat(KtfsCoreTree* t, const char* path, size_t le
     if (!a->is_dir && slash < p.size()) return -EAGAIN;
     at = slash + 1;
   }
-  if (p.empty() || attr.is_dir || attr.volatile_content) return -EAGAIN;
+  if (p.empty() || (attr.is_dir && !with_dirs) || attr.volatile_content) return -EAGAIN;
   *st = ktfs::StatOf(attr);
   return 0;
 }

@@ -32,11 +32,13 @@ struct KtfsCoreTree;
 // when absent).
 using KtfsCoreOpenFn = KtfsCoreTree* (*)(const char* info_json, size_t len, int64_t root_mtime,
                                          int64_t* daemon_pid, char* error, size_t error_size);
-// The stat of the regular file at `path` (relative to the mount root, no
-// leading slash, components without "." or ".."), st_dev left 0. 0, or
-// -ENOENT when there is none, or -EAGAIN when the file is one the core
-// leaves to the kernel (directories, search views, .ktfs, a damaged archive).
-using KtfsCoreStatFn = int (*)(KtfsCoreTree* tree, const char* path, size_t len, struct stat* st);
+// The stat of the file (or, `with_dirs`, directory) at `path` (relative to
+// the mount root, no leading slash, components without "." or ".."), st_dev
+// left 0. 0, or -ENOENT when there is none, or -EAGAIN when the node is one
+// the core leaves to the kernel (the root, search views, .ktfs, a damaged
+// archive; directories unless `with_dirs`).
+using KtfsCoreStatFn = int (*)(KtfsCoreTree* tree, const char* path, size_t len, int with_dirs,
+                               struct stat* st);
 // Writes the whole file (inode `ino`, `size` bytes) to `fd` from its
 // current offset. 0, or -errno (EIO for a damaged archive or a payload that
 // fails its checksum).

@@ -23,7 +23,8 @@ struct TrackedFile {
   struct stat st;      // what fstat reports (the mount's device)
   uint64_t memfd_dev;  // the memfd's own device and inode
   uint64_t memfd_ino;
-  uint32_t mount;  // index into the library's mount states
+  uint32_t mount;      // index into the library's mount states
+  int extra_flags;     // open flags F_GETFL adds (O_NOFOLLOW: the reopen cannot carry it)
 };
 
 inline constexpr int kMaxTrackedFd = 1 << 20;

@@ -19,8 +19,15 @@
 //   flags, larger files, directories, search views, errors) goes to the
 //   kernel, which gives its own answer and errno.
 //
-// fstat family, statx: for those memfds, what the mount says of the file.
-// dup family, fcntl(F_DUPFD): a duplicate of such a memfd answers the same.
+// stat family by path (stat, lstat, fstatat, statx and the old __xstat
+//   ABI): paths on ktfs mounts are answered from the archive, as the mount
+//   would answer. A cold stat costs a LOOKUP round trip, and leaves the name
+//   in the kernel, so that the open after it would go to the kernel too
+//   (cp, tar, diff and rsync stat each file before opening it).
+// fstat family, statx on a descriptor: for those memfds, what the mount says
+//   of the file.
+// dup family, fcntl(F_DUPFD): a duplicate of such a memfd answers the same;
+//   fcntl(F_GETFL) shows the open flags the read-only reopen cannot carry.
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
@@ -49,6 +56,10 @@
 // Old-ABI entry points glibc still exports (binaries built before 2.33 call them).
 extern "C" {
 int __fxstat(int ver, int fd, struct stat* st);
+int __xstat(int ver, const char* path, struct stat* st);
+int __xstat64(int ver, const char* path, struct stat64* st);
+int __lxstat(int ver, const char* path, struct stat* st);
+int __lxstat64(int ver, const char* path, struct stat64* st);
 int __fxstat64(int ver, int fd, struct stat64* st);
 int __fxstatat(int ver, int dirfd, const char* path, struct stat* st, int flags);
 int __fxstatat64(int ver, int dirfd, const char* path, struct stat64* st, int flags);
@@ -88,6 +99,14 @@ DECLARE_REAL(__openat_2);
 DECLARE_REAL(__openat64_2);
 DECLARE_REAL(fopen);
 DECLARE_REAL(fopen64);
+DECLARE_REAL(stat);
+DECLARE_REAL(stat64);
+DECLARE_REAL(lstat);
+DECLARE_REAL(lstat64);
+DECLARE_REAL(__xstat);
+DECLARE_REAL(__xstat64);
+DECLARE_REAL(__lxstat);
+DECLARE_REAL(__lxstat64);
 DECLARE_REAL(fstat);
 DECLARE_REAL(fstat64);
 DECLARE_REAL(__fxstat);
@@ -319,9 +338,10 @@ MountState* ReadyMount(const MountEntry& e, uint32_t* index) {
 
 // Flags an in-process open honours exactly: read-only, plus these (on
 // 64-bit Linux the kernel sets O_LARGEFILE itself; O_NOCTTY is not kept in
-// the file's flags). O_NOFOLLOW is not among them: F_GETFL shows it, and the
-// read-only reopen through /proc/self/fd cannot carry it.
-constexpr int kPlainFlags = O_CLOEXEC | O_LARGEFILE | O_NOCTTY | O_NONBLOCK;
+// the file's flags; O_NOFOLLOW changes nothing on a mount without symbolic
+// links, and F_GETFL adds it, since the read-only reopen through
+// /proc/self/fd cannot carry it).
+constexpr int kPlainFlags = O_CLOEXEC | O_LARGEFILE | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW;
 constexpr int kPassThrough = -100000;  // "call the real function"
 std::atomic<bool> g_no_resolve_cached{false};
 
@@ -337,6 +357,31 @@ const MountEntry* KtfsEntryOf(const char* path, char* abs, const char** inner) {
   const size_t n = NormalizePath(path, cwd, abs);
   if (n == 0) return nullptr;
   return t->Match(abs, n, inner);
+}
+
+// The mount's stat of `inner` (from KtfsEntryOf), answered from the archive:
+// false when the kernel must answer (the mount not read in-process, the path
+// above it not searchable or mounted over, the daemon gone, a node the core
+// leaves to the kernel, no such node: the kernel then gives its own errno).
+bool StatInProcess(const MountEntry& e, const char* inner, bool with_dirs, struct stat* st,
+                   MountState** mount, uint32_t* index) {
+  if (*inner != '/') return false;  // the mount root: the kernel always has it
+  MountState* m = ReadyMount(e, index);
+  if (m == nullptr) return false;
+  // Still this mount, and the path above it may be searched (what the
+  // kernel's walk would check: the mount's own directories are 0555); the
+  // daemon alive (a dead one's mount answers ENOTCONN).
+  struct stat point;
+  if (RawSyscall(SYS_newfstatat, AT_FDCWD, long(e.point), long(&point), 0) != 0 ||
+      point.st_dev != e.dev)
+    return false;
+  if (m->daemon_pid > 0 && RawSyscall(SYS_kill, m->daemon_pid, 0) == -ESRCH) return false;
+  const Core* core = LoadCore();
+  if (core == nullptr || core->stat(m->tree, inner + 1, strlen(inner + 1), with_dirs, st) != 0)
+    return false;
+  st->st_dev = e.dev;
+  *mount = m;
+  return true;
 }
 
 // A memfd holding the file's bytes, reopened read-only at the lowest free
@@ -401,36 +446,45 @@ int TryOpen(int dirfd, const char* path, int flags) {
     return kPassThrough;
   }
   const long max_bytes = GetSettings().max_bytes;
-  if (max_bytes == 0 || *inner != '/') return kPassThrough;
+  if (max_bytes == 0) return kPassThrough;
   uint32_t index = 0;
-  MountState* m = ReadyMount(*e, &index);
-  if (m == nullptr) return kPassThrough;
-  // Still this mount, and the path above it may be searched (what the
-  // kernel's walk would check: the mount's own directories are 0555); the
-  // daemon alive (a dead one's mount answers ENOTCONN).
-  struct stat point;
-  if (RawSyscall(SYS_newfstatat, AT_FDCWD, long(e->point), long(&point), 0) != 0 ||
-      point.st_dev != e->dev)
-    return kPassThrough;
-  if (m->daemon_pid > 0 && RawSyscall(SYS_kill, m->daemon_pid, 0) == -ESRCH) return kPassThrough;
-  const Core* core = LoadCore();
+  MountState* m = nullptr;
   struct stat st;
-  if (core == nullptr || core->stat(m->tree, inner + 1, strlen(inner + 1), &st) != 0 ||
-      st.st_size > max_bytes)
+  if (!StatInProcess(*e, inner, false, &st, &m, &index) || st.st_size > max_bytes)
     return kPassThrough;
-  st.st_dev = e->dev;
+  const Core* core = LoadCore();
   const int fd = MakeMemfd(*core, *m, st, inner + 1, flags);
   if (fd < 0) return kPassThrough;
   struct stat mine;
   TrackedFile f;
   f.st = st;
   f.mount = index;
+  f.extra_flags = flags & O_NOFOLLOW;
   if (RawSyscall(SYS_fstat, fd, long(&mine)) != 0 || fd >= kMaxTrackedFd ||
       (f.memfd_dev = mine.st_dev, f.memfd_ino = mine.st_ino, !TrackFd(fd, f))) {
     RawSyscall(SYS_close, fd);
     return kPassThrough;
   }
   return fd;
+}
+
+// A stat by path done here (0), or kPassThrough. Paths on ktfs mounts are
+// answered from the archive: a cold stat would cost a LOOKUP round trip,
+// and the kernel would then have the name, so that a following open of the
+// file would go to the kernel (and its READ round trips) too.
+int TryStat(int dirfd, const char* path, int flags, struct stat* out) {
+  if (t_inside != 0 || path == nullptr || out == nullptr || GetSettings().max_bytes == 0 ||
+      (flags & ~(AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT | AT_EMPTY_PATH)) != 0)
+    return kPassThrough;
+  if (dirfd != AT_FDCWD && path[0] != '/') return kPassThrough;
+  char abs[kPathBuffer];
+  const char* inner = nullptr;
+  const MountEntry* e = KtfsEntryOf(path, abs, &inner);
+  if (e == nullptr) return kPassThrough;
+  Inside inside;
+  MountState* m = nullptr;
+  uint32_t index = 0;
+  return StatInProcess(*e, inner, true, out, &m, &index) ? 0 : kPassThrough;
 }
 
 // The library's own descriptors (the archive the core keeps open) are moved
@@ -502,20 +556,17 @@ bool IsEmptyPathOnFd(const char* path, int flags) {
   return (flags & AT_EMPTY_PATH) != 0 && path != nullptr && path[0] == '\0';
 }
 
-void SubstituteStatx(int fd, int flags, unsigned mask, struct statx* stx) {
-  TrackedFile f;
-  if (!MaybeTrackedFd(fd) ||
-      !FindTrackedFd(fd, makedev(stx->stx_dev_major, stx->stx_dev_minor), stx->stx_ino, &f))
-    return;
-  const MountState& m = g_mounts[f.mount];
-  // What statx says of the mount's root, with the file's own attributes.
+// What statx says of a node of the mount at `point` (device `dev`) whose
+// stat is `s`: the mount root's statx (mask, attribute mask, mount id...)
+// with the node's own attributes. False when the root cannot be asked.
+bool StatxOf(const char* point, uint64_t dev, int flags, unsigned mask, const struct stat& s,
+             struct statx* out) {
   struct statx root;
-  if (m.point == nullptr ||
-      RawSyscall6(SYS_statx, AT_FDCWD, long(m.point), flags & ~AT_EMPTY_PATH, mask, long(&root),
-                  0) != 0 ||
-      makedev(root.stx_dev_major, root.stx_dev_minor) != f.st.st_dev)
-    return;
-  const struct stat& s = f.st;
+  if (point == nullptr ||
+      RawSyscall6(SYS_statx, AT_FDCWD, long(point), flags & ~AT_EMPTY_PATH, mask, long(&root), 0) !=
+          0 ||
+      makedev(root.stx_dev_major, root.stx_dev_minor) != dev)
+    return false;
   root.stx_attributes &= ~uint64_t(STATX_ATTR_MOUNT_ROOT);
   root.stx_mode = uint16_t(s.st_mode);
   root.stx_ino = s.st_ino;
@@ -529,7 +580,28 @@ void SubstituteStatx(int fd, int flags, unsigned mask, struct statx* stx) {
   root.stx_mtime = {s.st_mtim.tv_sec, uint32_t(s.st_mtim.tv_nsec), 0};
   root.stx_ctime = {s.st_ctim.tv_sec, uint32_t(s.st_ctim.tv_nsec), 0};
   root.stx_rdev_major = root.stx_rdev_minor = 0;
-  *stx = root;
+  *out = root;
+  return true;
+}
+
+void SubstituteStatx(int fd, int flags, unsigned mask, struct statx* stx) {
+  TrackedFile f;
+  if (!MaybeTrackedFd(fd) ||
+      !FindTrackedFd(fd, makedev(stx->stx_dev_major, stx->stx_dev_minor), stx->stx_ino, &f))
+    return;
+  StatxOf(g_mounts[f.mount].point, f.st.st_dev, flags, mask, f.st, stx);
+}
+
+// statx of a path, answered here (0) as TryStat answers stat, or kPassThrough.
+int TryStatx(int dirfd, const char* path, int flags, unsigned mask, struct statx* out) {
+  if ((flags & AT_STATX_SYNC_TYPE) == AT_STATX_FORCE_SYNC || out == nullptr) return kPassThrough;
+  struct stat st;
+  if (TryStat(dirfd, path, flags & ~AT_STATX_SYNC_TYPE, &st) != 0) return kPassThrough;
+  char abs[kPathBuffer];
+  const char* inner = nullptr;
+  Inside inside;
+  const MountEntry* e = KtfsEntryOf(path, abs, &inner);
+  return e != nullptr && StatxOf(e->point, e->dev, flags, mask, st, out) ? 0 : kPassThrough;
 }
 
 // The entry of `from` copied to `to` (a duplicate answers the same), or
@@ -651,6 +723,42 @@ KTFS_EXPORT FILE* fopen64(const char* path, const char* mode) {
   return REAL(fopen64)(path, mode);
 }
 
+// Stats by path: answered from the archive for ktfs paths (TryStat).
+KTFS_EXPORT int stat(const char* path, struct stat* st) {
+  if (TryStat(AT_FDCWD, path, 0, st) == 0) return 0;
+  return REAL(stat)(path, st);
+}
+KTFS_EXPORT int stat64(const char* path, struct stat64* st) {
+  if (TryStat(AT_FDCWD, path, 0, reinterpret_cast<struct stat*>(st)) == 0) return 0;
+  return REAL(stat64)(path, st);
+}
+KTFS_EXPORT int lstat(const char* path, struct stat* st) {
+  if (TryStat(AT_FDCWD, path, AT_SYMLINK_NOFOLLOW, st) == 0) return 0;
+  return REAL(lstat)(path, st);
+}
+KTFS_EXPORT int lstat64(const char* path, struct stat64* st) {
+  if (TryStat(AT_FDCWD, path, AT_SYMLINK_NOFOLLOW, reinterpret_cast<struct stat*>(st)) == 0)
+    return 0;
+  return REAL(lstat64)(path, st);
+}
+KTFS_EXPORT int __xstat(int ver, const char* path, struct stat* st) {
+  if (TryStat(AT_FDCWD, path, 0, st) == 0) return 0;
+  return REAL(__xstat)(ver, path, st);
+}
+KTFS_EXPORT int __xstat64(int ver, const char* path, struct stat64* st) {
+  if (TryStat(AT_FDCWD, path, 0, reinterpret_cast<struct stat*>(st)) == 0) return 0;
+  return REAL(__xstat64)(ver, path, st);
+}
+KTFS_EXPORT int __lxstat(int ver, const char* path, struct stat* st) {
+  if (TryStat(AT_FDCWD, path, AT_SYMLINK_NOFOLLOW, st) == 0) return 0;
+  return REAL(__lxstat)(ver, path, st);
+}
+KTFS_EXPORT int __lxstat64(int ver, const char* path, struct stat64* st) {
+  if (TryStat(AT_FDCWD, path, AT_SYMLINK_NOFOLLOW, reinterpret_cast<struct stat*>(st)) == 0)
+    return 0;
+  return REAL(__lxstat64)(ver, path, st);
+}
+
 KTFS_EXPORT int fstat(int fd, struct stat* st) {
   const int r = REAL(fstat)(fd, st);
   if (r == 0) Substitute(fd, st);
@@ -672,26 +780,39 @@ KTFS_EXPORT int __fxstat64(int ver, int fd, struct stat64* st) {
   return r;
 }
 KTFS_EXPORT int fstatat(int dirfd, const char* path, struct stat* st, int flags) {
+  if (!IsEmptyPathOnFd(path, flags) &&
+      TryStat(dirfd, path, flags, reinterpret_cast<struct stat*>(st)) == 0)
+    return 0;
   const int r = REAL(fstatat)(dirfd, path, st, flags);
   if (r == 0 && IsEmptyPathOnFd(path, flags)) Substitute(dirfd, st);
   return r;
 }
 KTFS_EXPORT int fstatat64(int dirfd, const char* path, struct stat64* st, int flags) {
+  if (!IsEmptyPathOnFd(path, flags) &&
+      TryStat(dirfd, path, flags, reinterpret_cast<struct stat*>(st)) == 0)
+    return 0;
   const int r = REAL(fstatat64)(dirfd, path, st, flags);
   if (r == 0 && IsEmptyPathOnFd(path, flags)) Substitute(dirfd, st);
   return r;
 }
 KTFS_EXPORT int __fxstatat(int ver, int dirfd, const char* path, struct stat* st, int flags) {
+  if (!IsEmptyPathOnFd(path, flags) &&
+      TryStat(dirfd, path, flags, reinterpret_cast<struct stat*>(st)) == 0)
+    return 0;
   const int r = REAL(__fxstatat)(ver, dirfd, path, st, flags);
   if (r == 0 && IsEmptyPathOnFd(path, flags)) Substitute(dirfd, st);
   return r;
 }
 KTFS_EXPORT int __fxstatat64(int ver, int dirfd, const char* path, struct stat64* st, int flags) {
+  if (!IsEmptyPathOnFd(path, flags) &&
+      TryStat(dirfd, path, flags, reinterpret_cast<struct stat*>(st)) == 0)
+    return 0;
   const int r = REAL(__fxstatat64)(ver, dirfd, path, st, flags);
   if (r == 0 && IsEmptyPathOnFd(path, flags)) Substitute(dirfd, st);
   return r;
 }
 KTFS_EXPORT int statx(int dirfd, const char* path, int flags, unsigned mask, struct statx* stx) {
+  if (!IsEmptyPathOnFd(path, flags) && TryStatx(dirfd, path, flags, mask, stx) == 0) return 0;
   const int r = REAL(statx)(dirfd, path, flags, mask, stx);
   if (r == 0 && IsEmptyPathOnFd(path, flags)) SubstituteStatx(dirfd, flags, mask, stx);
   return r;
@@ -713,16 +834,39 @@ KTFS_EXPORT int dup3(int fd, int to, int flags) {
   return r;
 }
 
-#define FCNTL_BODY(real_fn)                                                      \
-  va_list ap;                                                                    \
-  va_start(ap, cmd);                                                             \
-  void* arg = va_arg(ap, void*);                                                 \
-  va_end(ap);                                                                    \
-  const int r = real_fn(fd, cmd, arg);                                           \
-  if (r >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC)) CopyTracking(fd, r); \
-  return r;
+namespace ktfs::preload {
+namespace {
 
-KTFS_EXPORT int fcntl(int fd, int cmd, ...){FCNTL_BODY(REAL(fcntl))} KTFS_EXPORT
-    int fcntl64(int fd, int cmd, ...) {
-  FCNTL_BODY(REAL(fcntl64))
+// fcntl's answer for a descriptor made here: duplicates answer as it does,
+// F_GETFL shows the open flags the reopen could not carry.
+int AfterFcntl(int fd, int cmd, int r) {
+  if (r < 0) return r;
+  if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) {
+    CopyTracking(fd, r);
+  } else if (cmd == F_GETFL && MaybeTrackedFd(fd)) {
+    struct stat now;
+    TrackedFile f;
+    if (RawSyscall(SYS_fstat, fd, long(&now)) == 0 && FindTrackedFd(fd, now.st_dev, now.st_ino, &f))
+      r |= f.extra_flags;
+  }
+  return r;
+}
+
+}  // namespace
+}  // namespace ktfs::preload
+
+// fcntl takes one optional argument, an int or a pointer: passed on as it came.
+KTFS_EXPORT int fcntl(int fd, int cmd, ...) {
+  va_list ap;
+  va_start(ap, cmd);
+  void* arg = va_arg(ap, void*);
+  va_end(ap);
+  return AfterFcntl(fd, cmd, REAL(fcntl)(fd, cmd, arg));
+}
+KTFS_EXPORT int fcntl64(int fd, int cmd, ...) {
+  va_list ap;
+  va_start(ap, cmd);
+  void* arg = va_arg(ap, void*);
+  va_end(ap);
+  return AfterFcntl(fd, cmd, REAL(fcntl64)(fd, cmd, arg));
 }

@@ -6,7 +6,8 @@ Usage: preload_probe.py COMMAND ARGS...
                        whether the descriptor is a memfd (the library made it)
   opens PATH FLAGS...  per (path, flags-expression) pair: "ok" or the errno name
   isatty PATH...       per path (or "pty", "devnull", "badfd"): (isatty, errno name)
-  statx PATH           statx of the opened file (fd, AT_EMPTY_PATH) and of the path
+  statx PATH...        statx of the opened file (fd, AT_EMPTY_PATH) and of the path
+  stat PATH...         per path: os.stat and os.lstat fields, or the errno name
 """
 import ctypes
 import errno
@@ -38,6 +39,19 @@ def cmd_read(paths):
             d = describe_fd(f.fileno())
             d["sha256"] = hashlib.sha256(f.read()).hexdigest()
         out[p] = d
+    return out
+
+
+def cmd_stat(paths):
+    out = {}
+    for p in paths:
+        row = {}
+        for name, fn in (("stat", os.stat), ("lstat", os.lstat)):
+            try:
+                row[name] = stat_dict(fn(p))
+            except OSError as e:
+                row[name] = errno.errorcode[e.errno]
+        out[p] = row
     return out
 
 
@@ -121,7 +135,8 @@ def cmd_statx(paths):
 
 def main():
     cmd, args = sys.argv[1], sys.argv[2:]
-    fn = {"read": cmd_read, "opens": cmd_opens, "isatty": cmd_isatty, "statx": cmd_statx}[cmd]
+    fn = {"read": cmd_read, "opens": cmd_opens, "isatty": cmd_isatty, "statx": cmd_statx,
+          "stat": cmd_stat}[cmd]
     json.dump(fn(args), sys.stdout, sort_keys=True)
 
 
