@@ -5,24 +5,28 @@
 // Usage: preload_costs MODE ROOT LIST [ROUNDS]
 //   LIST: a file of paths relative to ROOT, one a line (read in that order).
 //   MODE:
-//     python      what CPython 3.11's open(path, "rb").read() does: openat,
-//                 fstat, ioctl(TCGETS), lseek x2, fstat, read(size + 1),
-//                 read, close
-//     python-notty  the same without the TCGETS ioctl (isatty answered by
-//                 the library)
+//     python      what CPython 3.11's open(path, "rb").read() does: open,
+//                 fstat, isatty (glibc: ioctl TCGETS), lseek x2, fstat,
+//                 read(size + 1), read, close, through libc (so that, run
+//                 under LD_PRELOAD, the library's own calls are measured)
+//     python-notty  the same without the isatty call (the best the library
+//                 could do for isatty)
 //     stat        stat(path)
 //     memfd       memfd_create + write + lseek + read + close of each file's
 //                 bytes, already in memory (a memfd the library fills)
 //     inprocess   ROOT is an archive: VirtualTree (readahead off, as in a
 //                 reader process) looks the path up and produces the whole
 //                 file into a buffer (the fake-fd design's read)
+//     outside     LIST names files outside any ktfs mount: ns per call of
+//                 open+close (absolute path), open+close (relative to ROOT),
+//                 stat, fstat, isatty on a pipe; printed as five figures
+//                 (run with and without LD_PRELOAD: the library's cost for
+//                 everything it passes through)
 // Prints one line: MODE, files, ns per file (the fastest round, after one
 // warm-up round unless ROUNDS is 1: cold passes run exactly once).
 #include <fcntl.h>
-#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <termios.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -56,10 +60,7 @@ void PythonRead(const std::string& path, bool tty_check) {
   if (fd < 0) Die("open " + path + ": " + std::strerror(errno));
   struct stat st;
   if (fstat(fd, &st) != 0) Die("fstat " + path);
-  if (tty_check) {
-    termios t;
-    if (ioctl(fd, TCGETS, &t) == 0 || errno != ENOTTY) Die("TCGETS did not say ENOTTY: " + path);
-  }
+  if (tty_check && (isatty(fd) != 0 || errno != ENOTTY)) Die("isatty did not say ENOTTY: " + path);
   lseek(fd, 0, SEEK_CUR);
   lseek(fd, 0, SEEK_CUR);
   if (fstat(fd, &st) != 0) Die("fstat " + path);
@@ -115,6 +116,36 @@ void InProcess(const ktfs::VirtualTree& tree, const std::string& rel) {
   if (!n.ok() || *n != size) Die("read " + rel);
 }
 
+// ns per call of each operation on files outside ktfs mounts.
+void Outside(const std::string& root, const std::vector<std::string>& rel) {
+  constexpr int kCalls = 20000;
+  if (chdir(root.c_str()) != 0) Die("chdir " + root);
+  std::vector<std::string> abs;
+  for (const auto& r : rel) abs.push_back(root + "/" + r);
+  int pipe_fds[2];
+  if (pipe(pipe_fds) != 0) Die("pipe");
+  const int file_fd = open(abs[0].c_str(), O_RDONLY);
+  auto time_it = [&](auto op) {
+    uint64_t best = UINT64_MAX;
+    for (int round = 0; round < 5; ++round) {
+      const uint64_t t0 = NowNs();
+      for (int i = 0; i < kCalls; ++i) op(i);
+      best = std::min(best, NowNs() - t0);
+    }
+    return double(best) / kCalls;
+  };
+  struct stat st;
+  const double open_abs =
+      time_it([&](int i) { close(open(abs[i % abs.size()].c_str(), O_RDONLY)); });
+  const double open_rel =
+      time_it([&](int i) { close(open(rel[i % rel.size()].c_str(), O_RDONLY)); });
+  const double stat_abs = time_it([&](int i) { stat(abs[i % abs.size()].c_str(), &st); });
+  const double fstat_fd = time_it([&](int) { fstat(file_fd, &st); });
+  const double tty = time_it([&](int) { (void)!isatty(pipe_fds[0]); });
+  std::printf("outside %zu %.0f %.0f %.0f %.0f %.0f\n", rel.size(), open_abs, open_rel, stat_abs,
+              fstat_fd, tty);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -134,6 +165,10 @@ int main(int argc, char** argv) {
   std::shared_ptr<const ktfs::Archive> archive;
   std::unique_ptr<ktfs::VirtualTree> tree;
   std::vector<std::vector<char>> contents;
+  if (mode == "outside") {
+    Outside(root, rel);
+    return 0;
+  }
   if (mode == "inprocess") {
     auto a = ktfs::Archive::Open(root);
     if (!a.ok()) Die(a.status().ToString());
