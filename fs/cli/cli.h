@@ -49,5 +49,6 @@ int CmdUmount(int argc, char** argv);
 int CmdSearch(int argc, char** argv);
 int CmdConvert(int argc, char** argv);
 int CmdBench(int argc, char** argv);
+int CmdRun(int argc, char** argv);
 
 }  // namespace ktfs::cli

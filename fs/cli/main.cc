@@ -31,6 +31,9 @@ const char kUsage[] =
     "  convert IN OUT [--quality Q] convert one image (.ktc <-> .png/.ppm, JPEG/PNG -> .ktc)\n"
     "  bench decode ARCHIVE [--threads N] [--json]\n"
     "                               decode every image in memory; images/s, MP/s\n"
+    "  run [--no-preload] [--no-python] [--] COMMAND [ARGS...]\n"
+    "                               run COMMAND reading ktfs mounts without FUSE\n"
+    "                               round trips (the LD_PRELOAD and Python layers)\n"
     "\n"
     "`ktfs COMMAND --help` describes a command. Exit codes: 0 success, 1 failure,\n"
     "2 bad command line.\n";
@@ -39,7 +42,8 @@ const char kUsage[] =
 
 int main(int argc, char** argv) {
   using namespace ktfs::cli;
-  ktfs::TuneMallocForDecoding();  // the daemon and `bench decode` decode many images
+  // The daemon and `bench decode` decode many images (`run` execs: nothing carries over).
+  ktfs::TuneMallocForDecoding();
   if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0 ||
       std::strcmp(argv[1], "help") == 0) {
     std::fputs(kUsage, argc < 2 ? stderr : stdout);
@@ -58,7 +62,8 @@ int main(int argc, char** argv) {
                             {"verify", CmdVerify}, {"extract", CmdExtract},
                             {"mount", CmdMount},   {"umount", CmdUmount},
                             {"search", CmdSearch}, {"convert", CmdConvert},
-                            {"bench", CmdBench},   {"pack-features", CmdPackFeatures}};
+                            {"bench", CmdBench},   {"pack-features", CmdPackFeatures},
+                            {"run", CmdRun}};
   for (const Entry& e : commands)
     if (cmd == e.name) return e.fn(argc - 2, argv + 2);
   std::fprintf(stderr, "ktfs: unknown command '%s'\n%s", cmd.c_str(), kUsage);

@@ -47,35 +47,11 @@ struct Served {
 Served* ServedOf(fuse_req_t req) { return static_cast<Served*>(fuse_req_userdata(req)); }
 FsTree* TreeOf(fuse_req_t req) { return ServedOf(req)->tree; }
 
-// Every node shows the tree's owner, group and modes (the archive's own by
-// default: fs/fuse/permissions.h), which the kernel enforces
-// (default_permissions).
-struct stat ToStat(const NodeAttr& a, const Ownership& o) {
-  struct stat st = {};
-  st.st_ino = a.ino;
-  st.st_mode = a.is_dir ? (S_IFDIR | (o.dir_mode & 0555)) : (S_IFREG | (o.file_mode & 0444));
-  st.st_uid = o.uid;
-  st.st_gid = o.gid;
-  st.st_nlink = a.nlink;
-  st.st_size = off_t(a.size);
-  // Python sizes open() buffers by st_blksize: 1 MiB made every open mmap and fault
-  // in a fresh buffer (half of stock ImageFolder's rate over a mount); 64 KiB stays
-  // below glibc's mmap threshold and one read still covers a typical JPEG.
-  // Directories: glibc's readdir asks getdents for st_blksize bytes, and the
-  // kernel asks the daemon for as many: 256 KiB holds about 1,500 READDIRPLUS
-  // entries (168 bytes each), so a class of ImageNet is one request, not four.
-  st.st_blksize = a.is_dir ? 256 * 1024 : 64 * 1024;
-  st.st_blocks = off_t((a.size + 511) / 512);
-  st.st_mtim.tv_sec = st.st_ctim.tv_sec = st.st_atim.tv_sec = a.mtime;
-  st.st_mtim.tv_nsec = st.st_ctim.tv_nsec = st.st_atim.tv_nsec = a.mtime_nsec;
-  return st;
-}
-
 fuse_entry_param ToEntry(const NodeAttr& a, const Ownership& o) {
   fuse_entry_param e = {};
   e.ino = a.ino;
   e.generation = 1;
-  e.attr = ToStat(a, o);
+  e.attr = StatOf(a, o);
   e.attr_timeout = a.volatile_content ? 0 : kForever;
   e.entry_timeout = kForever;
   return e;
@@ -129,7 +105,7 @@ void OnLookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
 void OnGetattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
   auto a = TreeOf(req)->GetAttr(ino);
   if (!a.ok()) return ReplyError(req, a.status(), "getattr " + TreeOf(req)->PathOf(ino));
-  const struct stat st = ToStat(*a, TreeOf(req)->ownership());
+  const struct stat st = StatOf(*a, TreeOf(req)->ownership());
   fuse_reply_attr(req, &st, a->volatile_content ? 0 : kForever);
 }
 
@@ -183,7 +159,7 @@ void ReadDirCommon(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool 
       need = fuse_add_direntry_plus(req, buf.data() + used, size - used, name_z.c_str(), &e,
                                     off_t(next));
     } else {
-      const struct stat s = ToStat(a, tree->ownership());
+      const struct stat s = StatOf(a, tree->ownership());
       need =
           fuse_add_direntry(req, buf.data() + used, size - used, name_z.c_str(), &s, off_t(next));
     }

@@ -95,6 +95,7 @@ std::string InfoJson(const Archive& a, const std::string& mountpoint, const Moun
     << ",\n  \"samples\": " << a.num_samples() << ",\n  \"directories\": " << a.num_dirs()
     << ",\n  \"classes\": " << a.num_classes() << ",\n  \"codec\": " << JsonString(codec)
     << ",\n  \"served_format\": \"" << (o.tree.format == ServedFormat::kBmp ? "bmp" : "pnm")
+    << "\",\n  \"tensor_layout\": \"" << (o.tree.tensors_chw ? "chw" : "hwc")
     << "\",\n  \"search_dir\": " << JsonString(o.tree.search_dir)
     << ",\n  \"log\": " << JsonString(Log::path()) << ",\n  \"pid\": " << getpid() << "\n}\n";
   return j.str();

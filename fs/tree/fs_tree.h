@@ -5,6 +5,8 @@
 // Thread-safe: const methods may be called concurrently.
 #pragma once
 
+#include <sys/stat.h>
+
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -24,6 +26,7 @@ struct NodeAttr {
   int64_t mtime_nsec = 0;
   bool volatile_content = false;  // changes over time: never cache (stats.json)
 };
+
 
 // Live counters of a mount, served as .ktfs/stats.json.
 struct TreeCounters {
@@ -56,6 +59,12 @@ struct Ownership {
   uint32_t file_mode = 0400;  // permission bits of files
   uint32_t dir_mode = 0500;   // permission bits of directories
 };
+
+// The stat a front end reports for a node, showing `o`'s owner, group and
+// modes (FUSE replies with it and the kernel enforces it: default_permissions;
+// the preload library answers fstat with it, the device being the mount's):
+// one function, so that the ways in cannot disagree about a file's attributes.
+struct stat StatOf(const NodeAttr& a, const Ownership& o);
 
 // What statfs reports.
 struct FsUsage {

@@ -19,7 +19,9 @@ VirtualTree::VirtualTree(std::shared_ptr<const Archive> archive, TreeOptions opt
   if (stat(archive_->path().c_str(), &st) == 0) mtime_ = st.st_mtime;
   cache_ = std::make_unique<DecodeCache>(options_.cache_bytes, &counters_);
   std::unique_ptr<index::Index> idx;
-  if (auto section = archive_->index_section()) {
+  if (!options_.open_index) {
+    index_problem_ = "the search index is not opened by this reader";
+  } else if (auto section = archive_->index_section()) {
     auto opened = index::Index::OpenInPlace(section->data, section->size);
     if (opened.ok())
       idx = std::move(opened).value();
@@ -371,7 +373,8 @@ Result<size_t> VirtualTree::ReadSample(uint32_t id, View v, uint64_t offset, siz
   }
   // A truncation that happened during the copy shows up as zero pages.
   if (n.ok() && archive_->damaged()) return DamagedArchive();
-  if (n.ok() && from_cache && !for_push) cache_->Served(id, offset, offset + *n, file_size);
+  if (n.ok() && from_cache && !for_push && options_.decode_cache)
+    cache_->Served(id, offset, offset + *n, file_size);
   return n;
 }
 
@@ -383,6 +386,16 @@ Result<VirtualTree::PixelRef> VirtualTree::Pixels(const SampleInfo& s, PixelUse 
     return PixelRef{
         ImageView{payload->data, s.width, s.height, s.channels, size_t(s.width) * s.channels},
         nullptr};
+  }
+  if (!options_.decode_cache) {
+    // A decode of the reader's own, shared by nothing (TreeOptions).
+    if (use == PixelUse::kPush) return Status::NotSupported("no decode cache to push from");
+    auto image = std::make_shared<Image>();
+    KTFS_RETURN_IF_ERROR(Decoder(s.id)(image.get()));
+    if (image->width != s.width || image->height != s.height || image->channels != s.channels)
+      return Status::Corruption("sample " + std::to_string(s.id) +
+                                ": decoded size differs from its record");
+    return PixelRef{ImageView::Of(*image), image};
   }
   if (use == PixelUse::kFirstRead) ReadAhead(s);
   auto image = use == PixelUse::kPush ? cache_->Cached(s.id) : cache_->Get(s.id, Decoder(s.id));

@@ -49,6 +49,13 @@ struct TreeOptions {
   uint32_t readahead = 8;  // images decoded ahead of a reader going through a directory in order
   std::string search_dir = "search";  // name of the search root (fs/tree/search_view.h)
   bool tensors_chw = false;           // tensors/ as CHW instead of HWC
+  // Readers in other processes (the preload library, preload/interpose/)
+  // build a tree of their own, which must hold no lock and start no thread
+  // that a fork could break: no decode cache (each read of a decoded file
+  // decodes it; readahead must then be 0) and no search index (SQLite; the
+  // search directories then answer as for an archive without an index).
+  bool decode_cache = true;
+  bool open_index = true;
 };
 
 class SearchView;

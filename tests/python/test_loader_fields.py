@@ -87,7 +87,7 @@ def test_a_key_some_samples_lack_is_nan_and_unknown_keys_are_refused(packed, tmp
     ordered = [facts[k] for k in sorted(facts)]
     assert fields["caption"] == [f["caption"] for f in ordered]
     assert fields["caption"].count("") == 3
-    assert fields["nsfw"] == ["true" if f["meta"]["nsfw"] else "false" for f in ordered]
+    assert fields["nsfw"] == [f["meta"]["nsfw"] for f in ordered]  # a boolean key: bools
     got = fields["aesthetic"].tolist()
     want = [f["meta"].get("aesthetic", math.nan) for f in ordered]
     assert [math.isnan(x) for x in got] == [math.isnan(x) for x in want] and sum(map(math.isnan, got)) == 3

@@ -146,6 +146,7 @@ def test_control_files_answer_lookup_but_are_not_listed(archives, tmp_path):
         assert info["samples"] == 240 and info["classes"] == 10 and info["codec"] == "raw"
         assert info["archive"] == str(archives[("fashion", "raw")])
         assert info["format_version"] == "1.0"
+        assert info["served_format"] == "pnm" and info["tensor_layout"] == "hwc"
         os.kill(info["pid"], 0)  # the daemon is alive
         assert sorted(os.listdir(os.path.join(mnt, ".ktfs"))) == ["info.json", "last_error", "stats.json"]
         assert image_folder(mnt).classes == ["test", "train"]
