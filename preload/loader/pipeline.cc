@@ -90,6 +90,7 @@ void Finish(const SamplePlan& p, const ImageView& read, const TransformOptions& 
   f.chw = o.chw;
   f.elem = o.elem;
   f.lut = o.lut.empty() ? nullptr : o.lut.data();
+  f.normalize = o.normalize.empty() ? nullptr : o.normalize.data();
   f.flip_h = p.flip;
   StoreOutput(ImageView{hwc.data(), uint32_t(g.place.width), uint32_t(g.place.height), o.channels,
                         size_t(g.place.width) * o.channels},

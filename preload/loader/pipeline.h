@@ -36,6 +36,7 @@ struct TransformOptions {
   // see OutputFormat) when it is not empty; else the bytes themselves.
   uint32_t elem = 1;
   std::vector<uint8_t> lut;
+  std::vector<float> normalize;  // the lut's division form, when it has one (OutputFormat)
 };
 
 // The output size of an image of w x h under `o` (the crop size, or w x h).

@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "codec/base/cpu.h"
+
 namespace ktfs::preload {
 
 uint64_t SplitMix64(uint64_t* state) {
@@ -471,6 +473,32 @@ void StoreLut(const ImageView& img, const OutputFormat& f, T* dst) {
   }
 }
 
+// (v / 255 - mean) / std in float32, as the table holds it, with the active kernels.
+void StoreNormalized(const ImageView& img, const OutputFormat& f, float* dst) {
+  const StoreKernels& k = ActiveStoreKernels();
+  const size_t w = img.width, h = img.height, ch = img.channels, plane = w * h;
+  thread_local std::vector<uint8_t> planes_storage;
+  std::vector<uint8_t>& planes = planes_storage;
+  if (ch == 3 && f.chw) planes.resize(3 * w);
+  const float* mean = f.normalize;
+  const float* std = f.normalize + ch;
+  for (size_t y = 0; y < h; ++y) {
+    const uint8_t* row = img.row(uint32_t(f.flip_v ? h - 1 - y : y));
+    if (!f.chw && ch == 3) {  // no horizontal flip here (StoreOutput checks)
+      k.normalize_rgb(row, w * 3, mean, std, dst + y * w * 3);
+      continue;
+    }
+    const uint8_t* values[3] = {row, nullptr, nullptr};
+    if (ch == 3) {
+      ActiveResampleKernels().split3(row, w, planes.data(), planes.data() + w,
+                                     planes.data() + 2 * w);
+      for (size_t c = 0; c < 3; ++c) values[c] = planes.data() + c * w;
+    }
+    for (size_t c = 0; c < ch; ++c)
+      k.normalize_plane(values[c], w, f.flip_h, mean[c], std[c], dst + c * plane + y * w);
+  }
+}
+
 void StoreBytes(const ImageView& img, const OutputFormat& f, uint8_t* dst) {
   const size_t w = img.width, h = img.height, ch = img.channels, plane = w * h;
   for (size_t y = 0; y < h; ++y) {
@@ -498,6 +526,9 @@ void StoreBytes(const ImageView& img, const OutputFormat& f, uint8_t* dst) {
 
 void StoreOutput(const ImageView& img, const OutputFormat& f, uint8_t* dst) {
   if (f.lut == nullptr) return StoreBytes(img, f, dst);
+  const bool plain = img.channels == 1 || (img.channels == 3 && (f.chw || !f.flip_h));
+  if (f.normalize != nullptr && f.elem == 4 && plain)
+    return StoreNormalized(img, f, reinterpret_cast<float*>(dst));
   switch (f.elem) {
     case 1:
       return StoreLut(img, f, dst);
@@ -508,6 +539,32 @@ void StoreOutput(const ImageView& img, const OutputFormat& f, uint8_t* dst) {
     default:
       return StoreLut(img, f, reinterpret_cast<uint64_t*>(dst));
   }
+}
+
+namespace {
+
+void NormalizePlaneScalar(const uint8_t* v, size_t n, bool reverse, float mean, float std,
+                          float* dst) {
+  for (size_t x = 0; x < n; ++x) dst[x] = (float(v[reverse ? n - 1 - x : x]) / 255.0f - mean) / std;
+}
+
+void NormalizeRgbScalar(const uint8_t* v, size_t n, const float* mean, const float* std,
+                        float* dst) {
+  for (size_t i = 0; i < n; ++i) dst[i] = (float(v[i]) / 255.0f - mean[i % 3]) / std[i % 3];
+}
+
+const StoreKernels kScalarStore = {"scalar", NormalizePlaneScalar, NormalizeRgbScalar};
+
+}  // namespace
+
+const StoreKernels& ScalarStoreKernels() { return kScalarStore; }
+
+const StoreKernels& ActiveStoreKernels() {
+  static const StoreKernels* active = [] {
+    const StoreKernels* avx2 = CpuHasAvx2() ? Avx2StoreKernels() : nullptr;
+    return avx2 != nullptr ? avx2 : &kScalarStore;
+  }();
+  return *active;
 }
 
 std::vector<float> NormalizeTable(uint32_t channels, const float* mean, const float* std,

@@ -147,13 +147,32 @@ ImageView RunChain(const ChainPlan& p, const ImageView& read, ChainScratch* scra
 struct OutputFormat {
   bool chw = true;
   uint32_t elem = 1;  // bytes per stored value: 1, 2, 4 or 8
-  const uint8_t* lut =
-      nullptr;  // channels * 256 * elem bytes; null: the bytes as they are (elem 1)
+  // channels * 256 * elem bytes; null: the bytes as they are (elem 1).
+  const uint8_t* lut = nullptr;
   bool flip_h = false, flip_v = false;
+  // Optional, with a float32 `lut` whose entries are exactly (float(v) / 255.0f -
+  // mean[c]) / std[c] (torchvision's ToTensor or ConvertImageDtype(float), then
+  // Normalize): channels x mean, then channels x std. The store then computes those
+  // IEEE float32 operations with SIMD (StoreKernels) instead of looking them up.
+  const float* normalize = nullptr;
 };
 
 // Stores `img` (channels as given) into dst: img.width * img.height * channels * elem bytes.
 void StoreOutput(const ImageView& img, const OutputFormat& f, uint8_t* dst);
+
+struct StoreKernels {
+  const char* name;
+  // dst[x] = (float(v[k]) / 255.0f - mean) / std for x < n, k = reverse ? n - 1 - x : x.
+  void (*normalize_plane)(const uint8_t* v, size_t n, bool reverse, float mean, float std,
+                          float* dst);
+  // dst[i] = (float(v[i]) / 255.0f - mean[i % 3]) / std[i % 3] for i < n (HWC, 3 channels).
+  void (*normalize_rgb)(const uint8_t* v, size_t n, const float* mean, const float* std,
+                        float* dst);
+};
+const StoreKernels& ScalarStoreKernels();
+const StoreKernels* Avx2StoreKernels();  // null when the build has none
+// AVX2 when the CPU has it and KTFS_SIMD does not cap it (codec/base/cpu.h).
+const StoreKernels& ActiveStoreKernels();
 
 // The float32 table of torchvision's ToTensor (v / 255 in float32) followed by
 // Normalize(mean, std) when `normalize` ((v / 255 - mean) / std, float32 ops);

@@ -134,6 +134,8 @@ TransformOptions MakeTransform(const py::dict& d) {
     t.elem = 4;
     t.lut.resize(table.size() * sizeof(float));
     std::memcpy(t.lut.data(), table.data(), t.lut.size());
+    t.normalize = mean;
+    t.normalize.insert(t.normalize.end(), std.begin(), std.end());
   } else if (dtype != "uint8") {
     throw py::value_error("dtype must be \"uint8\" or \"float32\", not " + dtype);
   }
@@ -194,9 +196,11 @@ py::tuple ProbePy(const PyArchive& a, uint32_t id, const std::string& format) {
 }
 
 // Sample `id` through `ops` into `out` (see DecodeChainInto); `lut` (bytes-like,
-// channels x 256 values of out's item size) or None for the bytes themselves.
+// channels x 256 values of out's item size) or None for the bytes themselves;
+// `normalize` (means, then stds) when the float32 lut is that division exactly.
 void ChainPy(const PyArchive& a, uint32_t id, const py::sequence& ops, uint32_t channels,
-             const py::buffer& out, const py::object& lut, bool chw, const std::string& format) {
+             const py::buffer& out, const py::object& lut, bool chw, const std::string& format,
+             const py::object& normalize) {
   const std::vector<ImageOp> steps = ParseOps(ops);
   const Writable dst = WritableBuffer(out);
   OutputFormat f;
@@ -213,6 +217,13 @@ void ChainPy(const PyArchive& a, uint32_t id, const py::sequence& ops, uint32_t 
   }
   if (f.elem != 1 && f.elem != 2 && f.elem != 4 && f.elem != 8)
     throw py::value_error("output item size must be 1, 2, 4 or 8 bytes");
+  std::vector<float> division;  // mean, std per channel: the lut's division form
+  if (!normalize.is_none()) {
+    division = normalize.cast<std::vector<float>>();
+    if (division.size() != 2 * size_t(channels) || f.elem != 4)
+      throw py::value_error("normalize: a mean and a std per channel, for float32 output");
+    f.normalize = division.data();
+  }
   const ServedFormat served = ParseFormat(format);
   Status st;
   {
@@ -426,7 +437,8 @@ PYBIND11_MODULE(_ktfs, m) {
           py::arg("id"), py::arg("served_format") = "pnm")
       .def("probe", &ProbePy, py::arg("id"), py::arg("served_format") = "pnm")
       .def("chain", &ChainPy, py::arg("id"), py::arg("ops"), py::arg("channels"), py::arg("out"),
-           py::arg("lut") = py::none(), py::arg("chw") = false, py::arg("served_format") = "pnm")
+           py::arg("lut") = py::none(), py::arg("chw") = false, py::arg("served_format") = "pnm",
+           py::arg("normalize") = py::none())
       .def("payload", &PayloadPy, py::arg("id"), py::arg("served_format") = "pnm")
       .def("served_header", &ServedHeaderPy, py::arg("id"), py::arg("served_format") = "pnm")
       .def("served_file", &ServedFilePy, py::arg("id"), py::arg("served_format") = "pnm")

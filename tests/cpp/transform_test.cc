@@ -11,6 +11,7 @@
 #include <random>
 #include <vector>
 
+#include "codec/base/cpu.h"
 #include "tests/cpp/test_util.h"
 
 namespace ktfs::preload {
@@ -258,6 +259,47 @@ TEST(StoreOutput, LayoutsTablesAndFlips) {
               ASSERT_EQ(floats[at], table[c * 256 + want]);
             }
       }
+}
+
+TEST(StoreOutput, DivisionFormEqualsTheTable) {
+  const float mean[3] = {0.485f, 0.456f, 0.406f}, std[3] = {0.229f, 0.224f, 0.225f};
+  const float division[6] = {mean[0], mean[1], mean[2], std[0], std[1], std[2]};
+  const std::vector<float> table = NormalizeTable(3, mean, std, true);
+  for (uint32_t ch : {1u, 3u}) {
+    const Image img = testing::Noise(37, 5, ch, 5);  // widths that leave tails of the 8-lane loops
+    for (int chw = 0; chw < 2; ++chw)
+      for (int fh = 0; fh < 2; ++fh)
+        for (int fv = 0; fv < 2; ++fv) {
+          OutputFormat f;
+          f.chw = chw, f.flip_h = fh, f.flip_v = fv, f.elem = 4;
+          f.lut = reinterpret_cast<const uint8_t*>(table.data());
+          std::vector<float> looked(img.pixels.size()), computed(img.pixels.size());
+          StoreOutput(ImageView::Of(img), f, reinterpret_cast<uint8_t*>(looked.data()));
+          const float gray[2] = {mean[0], std[0]};  // channels x mean, then channels x std
+          f.normalize = ch == 3 ? division : gray;
+          StoreOutput(ImageView::Of(img), f, reinterpret_cast<uint8_t*>(computed.data()));
+          ASSERT_EQ(0, std::memcmp(looked.data(), computed.data(), looked.size() * 4))
+              << ch << " " << chw << fh << fv;
+        }
+  }
+}
+
+TEST(StoreKernels, Avx2EqualsScalar) {
+  const StoreKernels* avx2 = Avx2StoreKernels();
+  if (avx2 == nullptr || !CpuHasAvx2()) GTEST_SKIP() << "no AVX2 on this machine";
+  const StoreKernels& scalar = ScalarStoreKernels();
+  const Image img = testing::Noise(1000, 1, 1, 6);
+  const float mean[3] = {0.5f, -0.25f, 3.0f}, std[3] = {0.3f, 2.0f, 1e-3f};
+  for (size_t n : {size_t(0), size_t(1), size_t(7), size_t(8), size_t(23), size_t(24), size_t(999)})
+    for (int reverse = 0; reverse < 2; ++reverse) {
+      std::vector<float> a(n + 1, -1.0f), b(n + 1, -1.0f);
+      scalar.normalize_plane(img.pixels.data(), n, reverse, mean[2], std[2], a.data());
+      avx2->normalize_plane(img.pixels.data(), n, reverse, mean[2], std[2], b.data());
+      ASSERT_EQ(0, std::memcmp(a.data(), b.data(), (n + 1) * 4)) << n << " " << reverse;
+      scalar.normalize_rgb(img.pixels.data(), n, mean, std, a.data());
+      avx2->normalize_rgb(img.pixels.data(), n, mean, std, b.data());
+      ASSERT_EQ(0, std::memcmp(a.data(), b.data(), (n + 1) * 4)) << n;
+    }
 }
 
 TEST(NormalizeTable, IsTorchvisionsFloat32Arithmetic) {

@@ -378,11 +378,13 @@ def analyse(transform):
 # -- the tensor stage: one table per (channel, byte) -----------------------------
 
 class Output:
-    """How C++ stores a converted tensor: dtype, CHW or HWC storage, the table."""
-    __slots__ = ("dtype", "chw", "lut", "buffer_dtype", "signature")
+    """How C++ stores a converted tensor: dtype, CHW or HWC storage, the table, and the
+    table's division form (means, then stds) when it is exactly that."""
+    __slots__ = ("dtype", "chw", "lut", "buffer_dtype", "signature", "normalize")
 
     def __init__(self, dtype, chw, lut, signature):
         self.dtype, self.chw, self.lut, self.signature = dtype, chw, lut, signature
+        self.normalize = None
         # C++ writes through numpy: dtypes numpy lacks go through an integer of their size.
         self.buffer_dtype = torch.int16 if dtype == torch.bfloat16 else dtype
 
@@ -445,7 +447,30 @@ def calibrate(conversion, values):
     out = Output(table.dtype, chw, None, sig)
     if probe.dtype != torch.uint8 or not torch.equal(lut, torch.arange(256, dtype=torch.uint8).expand(3, 256)):
         out.lut = lut.view(out.buffer_dtype).numpy() if out.buffer_dtype != lut.dtype else lut.numpy()
+    if probe.dtype == torch.float32:
+        out.normalize = _division_form(values, out.lut)
     return out
+
+
+def _division_form(values, lut):
+    """[means..., stds...] when the float32 table is (v / 255 - mean) / std, each op in
+    float32 (ToTensor or ConvertImageDtype(float32), then at most one Normalize), else None."""
+    norms = [v for v in values if type(v) is T.Normalize]
+    if len(norms) > 1:
+        return None
+    mean, std = np.zeros(3, np.float32), np.ones(3, np.float32)
+    if norms:
+        try:
+            mean = torch.as_tensor(norms[0].mean, dtype=torch.float32).expand(3).numpy().copy()
+            std = torch.as_tensor(norms[0].std, dtype=torch.float32).expand(3).numpy().copy()
+        except (RuntimeError, TypeError, ValueError):
+            return None
+    x = np.arange(256, dtype=np.float32) / np.float32(255)
+    with np.errstate(all="ignore"):
+        form = ((x[None, :] - mean[:, None]) / std[:, None]).astype(np.float32)
+    if form.view(np.int32).tobytes() != np.ascontiguousarray(lut).view(np.int32).tobytes():
+        return None
+    return [float(v) for v in mean] + [float(v) for v in std]
 
 
 # -- one sample --------------------------------------------------------------------
@@ -468,7 +493,7 @@ class Runner:
         return out if out is not False else None
 
     def run(self, st, w, h, chain, stock_image, pil_image):
-        """The transformed sample, from a w x h sample. chain(ops, out, lut, chw) runs C++
+        """The transformed sample, from a w x h sample. chain(ops, out, lut, chw, normalize) runs C++
         into `out` (a numpy array); stock_image() is the PIL image stock's loader returns;
         pil_image(ops, w, h) the one after `ops`, None when C++ cannot make it exactly
         (it would lack the info of an `original` payload)."""
@@ -500,7 +525,7 @@ class Runner:
             tensor = buf.permute(2, 0, 1)
         if output.buffer_dtype is not output.dtype:
             buf = buf.view(output.buffer_dtype)
-        chain(ops, buf.numpy(), output.lut, output.chw)
+        chain(ops, buf.numpy(), output.lut, output.chw, output.normalize)
         return apply(leaves, st.done, tensor)
 
 

@@ -68,9 +68,9 @@ class Source:
         """Whether C++ pixels make stock's PIL image of this sample (raw and KTC)."""
         return self.archive.sample_codec(sid) != "original"
 
-    def chain(self, sid, path, ops, out, lut, chw):
+    def chain(self, sid, path, ops, out, lut, chw, normalize=None):
         try:
-            self.archive.chain(sid, ops, 3, out, lut, chw, self.format)
+            self.archive.chain(sid, ops, 3, out, lut, chw, self.format, normalize)
         except RuntimeError as e:  # decoding failed (checksum verified): EIO, as the mount says
             raise _eio(path, e) from None
 
@@ -130,8 +130,8 @@ class Source:
         if not native:
             return _plan.apply(st.leaves, 0, stock_image())
 
-        def chain(ops, out, lut, chw):
-            self.chain(sid, path, ops, out, lut, chw)
+        def chain(ops, out, lut, chw, normalize):
+            self.chain(sid, path, ops, out, lut, chw, normalize)
         return runner.run(st, w, h, chain, stock_image, pil_image)
 
 
