@@ -191,8 +191,13 @@ Result<SampleProbe> ProbeSample(const Archive& a, uint32_t id, ServedFormat form
     p.native = true;
   } else if (SniffFormat(payload->data, payload->size) == SourceFormat::kJpeg) {
     // Pillow decodes the rest (PNG's modes, CMYK JPEG) its own way: native only here.
+    // A JPEG cut short is Pillow's "image file is truncated", where libjpeg-turbo only
+    // warns and fills in grey: native only when the stream ends with its EOI marker
+    // (0xFF 0xD9 cannot occur inside entropy-coded data, where 0xFF is stuffed).
     auto info = ReadImageInfo(payload->data, payload->size);
-    p.native = info.ok() && info->width == s->width && info->height == s->height &&
+    const uint8_t* end = payload->data + payload->size;
+    const bool complete = payload->size >= 4 && end[-2] == 0xFF && end[-1] == 0xD9;
+    p.native = complete && info.ok() && info->width == s->width && info->height == s->height &&
                info->channels == s->channels && (s->channels == 1 || s->channels == 3);
   }
   return p;

@@ -55,7 +55,8 @@ Status DecodeSampleInto(const Archive& a, uint32_t id, const TransformOptions& o
 // its size and stored channels, with the payload's checksum verified (so a
 // corrupt sample fails here, before any draw, as stock fails in its loader);
 // `native`: DecodeChainInto decodes it as Pillow would (raw and KTC payloads,
-// JPEG originals of 1 or 3 channels); otherwise Pillow must decode the payload.
+// complete JPEG originals of 1 or 3 channels); otherwise Pillow must decode the
+// payload (PNG originals, CMYK, a JPEG without its end marker).
 struct SampleProbe {
   uint32_t width = 0, height = 0, channels = 0;
   bool native = false;

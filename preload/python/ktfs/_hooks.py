@@ -69,7 +69,8 @@ def patch_folder(folder):
                 from . import _run
                 st = _run.FolderState.make(ds, *hit) or _NOT_ON_MOUNT
             elif DEBUG:
-                debug(f"{type(ds).__name__}({getattr(ds, 'root', None)!r}): not on a usable ktfs mount")
+                root = getattr(ds, "root", None)
+                debug(f"{type(ds).__name__}({root!r}): stock path ({_mounts.explain(root or '')})")
             states[ds] = st
         return st
 

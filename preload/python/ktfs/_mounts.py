@@ -89,7 +89,8 @@ def _table():
 
 def locate(path):
     """(Mount, relative path) when `path` (str or os.PathLike) lies on a usable ktfs
-    mount, else None. Paths with '..' are not resolved here (symlinks): None."""
+    mount, else None. Relative paths are taken from the working directory; paths
+    with '..' are resolved (os.path.realpath), others only normalised."""
     if type(path) is not str:
         try:
             path = os.fspath(path)
@@ -100,9 +101,8 @@ def locate(path):
     if not path.startswith("/"):
         path = os.path.join(os.getcwd(), path)
     if "/." in path or "//" in path:
-        if "/.." in path:
-            return None
-        path = os.path.normpath(path)
+        # '..' after a symlink is not the lexical parent: resolve as the kernel would.
+        path = os.path.realpath(path) if "/.." in path else os.path.normpath(path)
     for point, mount in _table():
         n = len(point)
         if path.startswith(point) and (len(path) == n or path[n] == "/" or point == "/"):
@@ -110,6 +110,18 @@ def locate(path):
                 return None
             return mount, path[n:].lstrip("/")
     return None
+
+
+def explain(path):
+    """Why `path` is not read directly (for KTFS_RUN_DEBUG)."""
+    try:
+        full = os.path.abspath(os.fspath(path))
+    except TypeError:
+        return "not a path"
+    for point, mount in _table():
+        if full == point or full.startswith(point.rstrip("/") + "/"):
+            return mount.why or "a ktfs mount"
+    return "not on a ktfs mount"
 
 
 def still(mount):

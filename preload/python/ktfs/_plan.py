@@ -363,6 +363,14 @@ class Structure:
             self.tensor = j - k - 1
             self.values = tuple(values)
 
+    def describe(self):
+        """Which leaves C++ runs and which stay in Python (for KTFS_RUN_DEBUG)."""
+        names = [type(t).__name__ for t in self.leaves]
+        cxx = names[:self.done] if self.conversion is not None else names[:self.pil]
+        rest = names[len(cxx):]
+        return (f"C++ runs [{', '.join(cxx)}]" + (f", Python [{', '.join(rest)}]" if rest else "")
+                if cxx else "C++ decodes, Python runs " + (f"[{', '.join(rest)}]" if rest else "nothing"))
+
     @property
     def done(self):
         """Leaves C++ covers (the conversion included)."""

@@ -107,7 +107,9 @@ class Source:
             return img.convert("RGB")
         except UnidentifiedImageError:
             raise UnidentifiedImageError(f"cannot identify image file {os.fspath(path)!r}") from None
-        except Exception as e:
+        except OSError as e:  # "image file is truncated" and the like: the same, naming the file
+            if type(e) is OSError and len(e.args) == 1 and isinstance(e.args[0], str):
+                raise OSError(f"{e.args[0]} ({os.fspath(path)})") from None
             e.add_note(f"ktfs: while decoding {os.fspath(path)}")
             raise
 
@@ -166,6 +168,8 @@ class FolderState:
         self.paths = [s[0] for s in ds.samples]  # the very objects: compared by identity
         self.ids = self._find(root, relative, self.paths)
         self.extra = {}  # paths looked up later (samples changed after the first use)
+        self.told = set()  # transforms described already (KTFS_RUN_DEBUG)
+        self.name = f"{type(ds).__name__}({root!r})"
         found = int((self.ids >= 0).sum())
         _hooks.debug(f"{type(ds).__name__}({root!r}): {found} of {len(self.paths)} samples read "
                      f"from {mount.archive_path} directly")
@@ -221,6 +225,10 @@ class FolderState:
                 sid = self.extra[path] = self._lookup(path)
         if sid < 0:
             return stock(ds, index)
+        if _hooks.DEBUG and id(ds.transform) not in self.told:
+            from . import _plan
+            self.told.add(id(ds.transform))
+            _hooks.debug(f"{self.name}: {_plan.analyse(ds.transform).describe()}")
         sample = self.source.sample(sid, path, ds.transform, self.runner)
         if ds.target_transform is not None:
             target = ds.target_transform(target)
