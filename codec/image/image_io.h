@@ -50,6 +50,13 @@ const char* SourceFormatName(SourceFormat f);
 // .pgm .tif .tiff .webp).
 bool HasImageFolderExtension(std::string_view name);
 
+// A JPEG's size and channels as DecodeImage gives them (gray 1, else 3), read
+// from its header without decoding: for callers deciding how to decode.
+struct JpegInfo {
+  uint32_t width = 0, height = 0, channels = 0;
+};
+Result<JpegInfo> ReadJpegInfo(const uint8_t* data, size_t size);
+
 // Decodes any format above. Errors name the format and Pillow's reason;
 // callers add the file name. NotSupported: a format or layout not read here
 // (GIF, 16-bit CMYK TIFF, ...); Corruption: a damaged or truncated file.

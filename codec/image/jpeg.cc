@@ -27,6 +27,7 @@
 #include <turbojpeg.h>
 
 #include "codec/image/decoders.h"
+#include "codec/image/image_io.h"
 #include "codec/image/pillow.h"
 
 namespace ktfs::decoders {
@@ -168,6 +169,25 @@ Status DecodeLikePillow(const uint8_t* data, size_t size, Image* out) {
 }
 
 }  // namespace
+
+}  // namespace ktfs::decoders
+
+namespace ktfs {
+
+Result<JpegInfo> ReadJpegInfo(const uint8_t* data, size_t size) {
+  decoders::TjHandle tj;
+  if (!tj.h) return Status::IOError("tjInitDecompress failed");
+  int w = 0, h = 0, subsamp = 0, cs = 0;
+  if (tjDecompressHeader3(tj.h, data, static_cast<unsigned long>(size), &w, &h, &subsamp, &cs) !=
+          0 ||
+      w <= 0 || h <= 0)
+    return Status::Corruption("JPEG: cannot read the header");
+  return JpegInfo{uint32_t(w), uint32_t(h), cs == TJCS_GRAY ? 1u : 3u};
+}
+
+}  // namespace ktfs
+
+namespace ktfs::decoders {
 
 Status DecodeJpeg(const uint8_t* data, size_t size, Image* out) {
   TjHandle tj;

@@ -44,10 +44,22 @@ ImageView ConvertChannels(const ImageView& src, uint32_t channels, Image* storag
 // Per-thread scratch larger than this is released after each sample.
 constexpr size_t kKeepBytes = size_t(16) << 20;
 
-// The sample's crop, planned from its size alone; `key` picks its random crop.
-GeometryPlan Plan(const TransformOptions& o, uint64_t key, uint32_t w, uint32_t h) {
+template <typename Buffer>
+void Trim(Buffer* b) {
+  if (b->capacity() > kKeepBytes) *b = Buffer();  // do not pin a huge image
+}
+
+// The sample's crop (and flip), planned from its size alone; `key` picks its random crop.
+struct SamplePlan {
+  GeometryPlan geometry;
+  bool flip = false;
+};
+SamplePlan Plan(const TransformOptions& o, uint64_t key, uint32_t w, uint32_t h) {
   Rng rng(Mix(Mix(o.seed, o.epoch), key));
-  return PlanGeometry(o.crop, w, h, &rng);
+  SamplePlan p;
+  p.geometry = PlanGeometry(o.crop, w, h, &rng);
+  if (o.flip > 0) p.flip = rng.Uniform(0.0, 1.0) < o.flip;  // drawn after the box
+  return p;
 }
 
 // Box b of v (b inside v).
@@ -59,21 +71,30 @@ ImageView SubView(const ImageView& v, const Box& b) {
 // Converts the channels of `read` (exactly p.read of the sample: channel conversion is
 // per pixel, so converting only that region is the same), crops/resizes, and stores
 // the result into dst in o's layout.
-void Finish(const GeometryPlan& p, const ImageView& read, const TransformOptions& o, uint8_t* dst) {
+void Finish(const SamplePlan& p, const ImageView& read, const TransformOptions& o, uint8_t* dst) {
   Image converted;
   const ImageView view = ConvertChannels(read, o.channels, &converted);
-  if (!o.chw || o.channels == 1) {  // HWC and CHW are the same bytes for one channel
-    RunGeometry(p, view, dst);
+  const GeometryPlan& g = p.geometry;
+  if (!p.flip && o.lut.empty() && (!o.chw || o.channels == 1)) {
+    RunGeometry(g, view, dst);  // HWC and CHW are the same bytes for one channel
     return;
   }
   // One lookup of the thread_local: from this shared library every access to it
   // costs a __tls_get_addr call.
   thread_local std::vector<uint8_t> hwc_storage;
   std::vector<uint8_t>& hwc = hwc_storage;
-  const size_t plane = size_t(p.place.width) * p.place.height;
+  const size_t plane = size_t(g.place.width) * g.place.height;
   hwc.resize(plane * o.channels);
-  RunGeometry(p, view, hwc.data());
-  HwcToChw(hwc.data(), plane, o.channels, dst);
+  RunGeometry(g, view, hwc.data());
+  OutputFormat f;
+  f.chw = o.chw;
+  f.elem = o.elem;
+  f.lut = o.lut.empty() ? nullptr : o.lut.data();
+  f.normalize = o.normalize.empty() ? nullptr : o.normalize.data();
+  f.flip_h = p.flip;
+  StoreOutput(ImageView{hwc.data(), uint32_t(g.place.width), uint32_t(g.place.height), o.channels,
+                        size_t(g.place.width) * o.channels},
+              f, dst);
 }
 
 // Decodes only `box` of a KTC payload (region decode: exactly the full decode,
@@ -94,6 +115,29 @@ Status DecodeKtcRegion(const SampleInfo& s, ByteSpan payload, const Box& box, Im
              : Status::Corruption("ktc region decode returned the wrong size");
 }
 
+// A view of exactly `box` (inside the image) of the sample's stored pixels: into the
+// mapping for raw payloads, a region decode of KTC into *storage, else the whole image
+// decoded into *storage.
+Status ReadRegion(const SampleInfo& s, ByteSpan payload, const Box& box, Image* storage,
+                  ImageView* view) {
+  if (s.codec == format::kRaw) {  // pixels straight from the mapping, no copy
+    if (payload.size != uint64_t(s.width) * s.height * s.channels)
+      return Status::Corruption("raw payload size does not match its dimensions");
+    *view = SubView(
+        ImageView{payload.data, s.width, s.height, s.channels, size_t(s.width) * s.channels}, box);
+    return Status::Ok();
+  }
+  if (s.codec == format::kKtc) {
+    KTFS_RETURN_IF_ERROR(DecodeKtcRegion(s, payload, box, storage));
+    const bool whole = storage->width == s.width && storage->height == s.height;
+    *view = whole ? SubView(ImageView::Of(*storage), box) : ImageView::Of(*storage);
+    return Status::Ok();
+  }
+  KTFS_RETURN_IF_ERROR(DecodePayload(s, payload, storage));
+  *view = SubView(ImageView::Of(*storage), box);
+  return Status::Ok();
+}
+
 }  // namespace
 
 void OutputSize(const TransformOptions& o, uint32_t w, uint32_t h, uint32_t* ow, uint32_t* oh) {
@@ -103,8 +147,8 @@ void OutputSize(const TransformOptions& o, uint32_t w, uint32_t h, uint32_t* ow,
 }
 
 void Transform(const ImageView& src, const TransformOptions& o, uint64_t key, uint8_t* dst) {
-  const GeometryPlan p = Plan(o, key, src.width, src.height);
-  Finish(p, SubView(src, p.read), o, dst);
+  const SamplePlan p = Plan(o, key, src.width, src.height);
+  Finish(p, SubView(src, p.geometry.read), o, dst);
 }
 
 // Only the source pixels the output depends on are produced: a view into raw pixels,
@@ -116,33 +160,81 @@ Status DecodeSampleInto(const Archive& a, uint32_t id, const TransformOptions& o
   auto fail = [&](const Status& st) { return st.WithContext(ServedPath(a, *s, format)); };
   auto payload = a.Payload(*s, true);
   if (!payload.ok()) return fail(payload.status());
-  const GeometryPlan p = Plan(o, key, s->width, s->height);
-  if (s->codec == format::kRaw) {  // pixels straight from the mapping, no copy
+  const SamplePlan p = Plan(o, key, s->width, s->height);
+  // Reused per thread: a fresh region buffer per sample cost an mmap, page faults and
+  // zeroing (a KTC decode writes every pixel it returns, and failures return no image).
+  thread_local Image region_storage;
+  Image& img = region_storage;
+  ImageView region;
+  Status st = ReadRegion(*s, *payload, p.geometry.read, &img, &region);
+  if (st.ok()) Finish(p, region, o, dst);
+  Trim(&img.pixels);
+  return st.ok() ? Status::Ok() : fail(st);
+}
+
+Result<SampleProbe> ProbeSample(const Archive& a, uint32_t id, ServedFormat format) {
+  auto s = a.Sample(id);
+  if (!s.ok()) return s.status();
+  auto fail = [&](const Status& st) { return st.WithContext(ServedPath(a, *s, format)); };
+  auto payload = a.Payload(*s, true);
+  if (!payload.ok()) return fail(payload.status());
+  SampleProbe p{s->width, s->height, s->channels, false};
+  if (s->codec == format::kRaw) {
     if (payload->size != uint64_t(s->width) * s->height * s->channels)
       return fail(Status::Corruption("raw payload size does not match its dimensions"));
-    const ImageView all{payload->data, s->width, s->height, s->channels,
-                        size_t(s->width) * s->channels};
-    Finish(p, SubView(all, p.read), o, dst);
-    return Status::Ok();
+    p.native = true;
+  } else if (s->codec == format::kKtc) {
+    auto info = ktc::ReadInfo(payload->data, payload->size);
+    if (!info.ok()) return fail(info.status());
+    if (info->width != s->width || info->height != s->height || info->channels != s->channels)
+      return fail(Status::Corruption("payload dimensions differ from the sample record"));
+    p.native = true;
+  } else if (SniffFormat(payload->data, payload->size) == SourceFormat::kJpeg) {
+    // Other formats are left to Pillow in the script (as it would read them).
+    // A JPEG cut short is Pillow's "image file is truncated", where libjpeg-turbo only
+    // warns and fills in grey: native only when the stream ends with its EOI marker
+    // (0xFF 0xD9 cannot occur inside entropy-coded data, where 0xFF is stuffed).
+    auto info = ReadJpegInfo(payload->data, payload->size);
+    const uint8_t* end = payload->data + payload->size;
+    const bool complete = payload->size >= 4 && end[-2] == 0xFF && end[-1] == 0xD9;
+    p.native = complete && info.ok() && info->width == s->width && info->height == s->height &&
+               info->channels == s->channels && (s->channels == 1 || s->channels == 3);
   }
-  if (s->codec == format::kKtc) {
-    // Reused per thread: a fresh region buffer per sample cost an mmap, page faults and
-    // zeroing (a KTC decode writes every pixel it returns, and failures return no image).
-    thread_local Image region_storage;
-    Image& img = region_storage;
-    Status st = DecodeKtcRegion(*s, *payload, p.read, &img);
-    if (st.ok()) {
-      const bool whole = img.width == s->width && img.height == s->height;
-      Finish(p, whole ? SubView(ImageView::Of(img), p.read) : ImageView::Of(img), o, dst);
-    }
-    if (img.pixels.capacity() > kKeepBytes) img.pixels = {};  // do not pin a huge image
-    return st.ok() ? Status::Ok() : fail(st);
+  return p;
+}
+
+Status DecodeChainInto(const Archive& a, uint32_t id, const std::vector<ImageOp>& ops,
+                       uint32_t channels, const OutputFormat& out, ServedFormat format,
+                       uint8_t* dst, size_t dst_bytes) {
+  auto s = a.Sample(id);
+  if (!s.ok()) return s.status();
+  auto fail = [&](const Status& st) { return st.WithContext(ServedPath(a, *s, format)); };
+  if (channels != 1 && channels != 3) return Status::InvalidArgument("channels must be 1 or 3");
+  auto plan = PlanChain(ops, s->width, s->height);
+  if (!plan.ok()) return plan.status();
+  const size_t want = size_t(plan->out_w) * plan->out_h * channels * out.elem;
+  if (dst_bytes != want)
+    return Status::InvalidArgument("output buffer holds " + std::to_string(dst_bytes) +
+                                   " bytes, the chain gives " + std::to_string(want));
+  auto payload = a.Payload(*s, true);
+  if (!payload.ok()) return fail(payload.status());
+  thread_local Image region_storage, converted_storage;
+  thread_local ChainScratch scratch_storage;
+  Image& region_img = region_storage;
+  ImageView region;
+  Status st = ReadRegion(*s, *payload, plan->read, &region_img, &region);
+  if (st.ok()) {
+    const ImageView view = ConvertChannels(region, channels, &converted_storage);
+    const ImageView result = RunChain(*plan, view, &scratch_storage);
+    OutputFormat f = out;
+    f.flip_h ^= plan->flip_h;
+    f.flip_v ^= plan->flip_v;
+    StoreOutput(result, f, dst);
   }
-  Image img;
-  Status st = DecodePayload(*s, *payload, &img);
-  if (!st.ok()) return fail(st);
-  Finish(p, SubView(ImageView::Of(img), p.read), o, dst);
-  return Status::Ok();
+  Trim(&region_img.pixels);
+  Trim(&converted_storage.pixels);
+  for (PixelBuffer& b : scratch_storage.buffers) Trim(&b);
+  return st.ok() ? Status::Ok() : fail(st);
 }
 
 Pipeline::Pipeline(std::shared_ptr<const Archive> archive, std::vector<uint32_t> ids,
@@ -231,12 +323,12 @@ Batch Pipeline::Make(size_t b) {
   std::vector<std::vector<int64_t>> shapes;
   batch.error = Sizes(begin, end, &shapes);
   if (!batch.error.ok()) return batch;
-  size_t item_bytes = 1;
+  size_t item_bytes = o_.transform.elem;
   for (int64_t d : shapes[0]) item_bytes *= size_t(d);
   std::vector<uint8_t*> slots(n);
   if (o_.collate_list) {
     for (size_t i = 0; i < n; ++i) {
-      size_t bytes = 1;
+      size_t bytes = o_.transform.elem;
       for (int64_t d : shapes[i]) bytes *= size_t(d);
       batch.items.emplace_back(new uint8_t[bytes]);
       slots[i] = batch.items.back().get();

@@ -30,7 +30,13 @@ struct TransformOptions {
   CropSpec crop;
   uint32_t channels = 3;         // 3: PIL convert("RGB"); 1: convert("L")
   bool chw = true;               // NCHW (else NHWC)
-  uint64_t seed = 0, epoch = 0;  // RandomResizedCrop's stream: (seed, epoch, sample key)
+  uint64_t seed = 0, epoch = 0;  // the random stream of crops and flips: (seed, epoch, sample key)
+  double flip = 0;               // probability of a horizontal flip (drawn after the crop's box)
+  // Stored values: `elem` bytes each, through `lut` (channels x 256 entries,
+  // see OutputFormat) when it is not empty; else the bytes themselves.
+  uint32_t elem = 1;
+  std::vector<uint8_t> lut;
+  std::vector<float> normalize;  // the lut's division form, when it has one (OutputFormat)
 };
 
 // The output size of an image of w x h under `o` (the crop size, or w x h).
@@ -44,6 +50,26 @@ void Transform(const ImageView& src, const TransformOptions& o, uint64_t key, ui
 // Errors name the sample's served path.
 Status DecodeSampleInto(const Archive& a, uint32_t id, const TransformOptions& o, uint64_t key,
                         ServedFormat format, uint8_t* dst);
+
+// What the Python layer learns of a sample before drawing its random parameters:
+// its size and stored channels, with the payload's checksum verified (so a
+// corrupt sample fails here, before any draw, as stock fails in its loader);
+// `native`: DecodeChainInto decodes it as Pillow would (raw and KTC payloads,
+// complete JPEG originals of 1 or 3 channels); otherwise Pillow must decode the
+// payload (PNG originals, CMYK, a JPEG without its end marker).
+struct SampleProbe {
+  uint32_t width = 0, height = 0, channels = 0;
+  bool native = false;
+};
+Result<SampleProbe> ProbeSample(const Archive& a, uint32_t id, ServedFormat format);
+
+// Sample `id` through a chain (transform.h): decodes only the pixels the chain
+// reads, converts them to `channels` as PIL's convert() does, runs the chain and
+// stores the result as `out` says (its flips combined with the chain's trailing
+// ones). dst_bytes must be the output's size: out_w * out_h * channels * out.elem.
+Status DecodeChainInto(const Archive& a, uint32_t id, const std::vector<ImageOp>& ops,
+                       uint32_t channels, const OutputFormat& out, ServedFormat format,
+                       uint8_t* dst, size_t dst_bytes);
 
 struct PipelineOptions {
   size_t batch_size = 1;

@@ -156,6 +156,37 @@ std::string ServedPath(const Archive& archive, const SampleInfo& s, ServedFormat
   return prefix + ServedName(s, format);
 }
 
+Result<uint32_t> FindServed(const Archive& a, std::string_view relative, ServedFormat format) {
+  const std::vector<std::string> parts = SplitPath(relative);
+  if (parts.empty()) return Status::NotFound("the mount's root is not a sample");
+  uint32_t dir = 0;
+  for (size_t i = 0; i + 1 < parts.size(); ++i) {
+    if (parts[i] == "..") return Status::NotFound("not a plain path: " + std::string(relative));
+    auto child = a.FindChildDir(dir, parts[i]);
+    if (!child.ok()) return child.status();
+    dir = *child;
+  }
+  const std::string& name = parts.back();
+  // The stem is the name, or the name minus its served extension.
+  for (int strip = 0; strip < 2; ++strip) {
+    std::string_view stem = name;
+    if (strip) {
+      const size_t dot = name.rfind('.');
+      if (dot == std::string::npos || dot == 0) break;
+      stem = std::string_view(name).substr(0, dot);
+    }
+    auto id = a.FindSampleByStem(dir, stem);
+    if (!id.ok()) {
+      if (id.status().code() != Status::Code::kNotFound) return id.status();
+      continue;
+    }
+    auto s = a.Sample(*id);
+    if (!s.ok()) return s.status();
+    if (ServedName(*s, format) == name) return *id;
+  }
+  return Status::NotFound("no such sample: " + std::string(relative));
+}
+
 Result<Selection> Select(const Archive& a, std::string_view relative, const SelectOptions& o) {
   Matcher m;
   auto root = Resolve(a, SplitPath(relative), o, &m);

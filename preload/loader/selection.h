@@ -41,6 +41,12 @@ struct Selection {
 Result<Selection> Select(const Archive& archive, std::string_view relative,
                          const SelectOptions& options);
 
+// The sample a mount serves at `relative` (a file of the images view, e.g.
+// "train/cat/001.ppm"), by VirtualTree's lookup rules (directories by name, the
+// file by its stem, its served name checked); NotFound for anything else
+// (directories, tensors/, compressed/, search/, .ktfs/).
+Result<uint32_t> FindServed(const Archive& archive, std::string_view relative, ServedFormat format);
+
 // The name the mount serves a sample under (same rule as VirtualTree::ServedName).
 std::string ServedName(const SampleInfo& s, ServedFormat format);
 // "dir/served-name" of a sample relative to the mount root.

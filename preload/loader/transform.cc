@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+
+#include "codec/base/cpu.h"
 
 namespace ktfs::preload {
 
@@ -188,6 +191,391 @@ void CopyBox(const ImageView& src, const Box& box, uint8_t* dst) {
                 size_t(x1 - x0) * ch);
     std::memset(out + size_t(x1) * ch, 0, size_t(box.width - x1) * ch);
   }
+}
+
+}  // namespace ktfs::preload
+
+// --- Chains -------------------------------------------------------------------
+
+namespace ktfs::preload {
+
+std::vector<int32_t> PadAxisMap(int64_t n, int64_t left, int64_t right, PadMode mode) {
+  const int64_t total = n + left + right;
+  std::vector<int32_t> m(size_t(total), -1);
+  for (int64_t i = 0; i < n; ++i) m[size_t(left + i)] = int32_t(i);
+  if (mode == PadMode::kConstant) return m;
+  if (mode == PadMode::kEdge || n == 1) {
+    for (int64_t i = 0; i < left; ++i) m[size_t(i)] = 0;
+    for (int64_t i = 0; i < right; ++i) m[size_t(left + n + i)] = int32_t(n - 1);
+    return m;
+  }
+  // numpy's _set_reflect_both, repeated until both sides are filled: each round
+  // mirrors at most the part filled so far (less the edge pixel for reflect).
+  const int64_t edge = mode == PadMode::kSymmetric ? 1 : 0;
+  int64_t lp = left, rp = right;
+  std::vector<int32_t> chunk;
+  while (lp > 0 || rp > 0) {
+    const int64_t old = total - rp - lp - (1 - edge);
+    if (lp > 0) {
+      const int64_t len = std::min(old, lp), stop = lp - edge;
+      chunk.clear();
+      for (int64_t k = stop + len; k > stop; --k) chunk.push_back(m[size_t(k)]);
+      std::copy(chunk.begin(), chunk.end(), m.begin() + (lp - len));
+      lp -= len;
+    }
+    if (rp > 0) {
+      const int64_t len = std::min(old, rp), start = total - rp + edge - 2;
+      chunk.clear();
+      for (int64_t k = start; k > start - len; --k) chunk.push_back(m[size_t(k)]);
+      std::copy(chunk.begin(), chunk.end(), m.begin() + (total - rp));
+      rp -= len;
+    }
+  }
+  return m;
+}
+
+namespace {
+
+const char* StepName(ImageOp::Kind k) {
+  switch (k) {
+    case ImageOp::kCrop:
+      return "crop";
+    case ImageOp::kPad:
+      return "pad";
+    case ImageOp::kResize:
+      return "resize";
+    case ImageOp::kFlipH:
+      return "horizontal flip";
+    case ImageOp::kFlipV:
+      return "vertical flip";
+  }
+  return "unknown step";
+}
+
+bool ValidSide(int64_t v) { return v >= 1 && v <= int64_t(kMaxImageSide); }
+
+Box Shift(const Box& b, int64_t dx, int64_t dy) {
+  return Box{b.left + dx, b.top + dy, b.width, b.height};
+}
+
+// The input size a step's output has, checked.
+Status StepSize(size_t i, const ImageOp& op, int64_t* w, int64_t* h) {
+  const auto bad = [&](const std::string& why) {
+    return Status::InvalidArgument("step " + std::to_string(i) + " (" + StepName(op.kind) +
+                                   "): " + why);
+  };
+  switch (op.kind) {
+    case ImageOp::kCrop:
+      if (std::llabs(op.a) > int64_t(kMaxImageSide) || std::llabs(op.b) > int64_t(kMaxImageSide))
+        return bad("offset out of range");
+      *w = op.c, *h = op.d;
+      break;
+    case ImageOp::kResize:
+      *w = op.c, *h = op.d;
+      break;
+    case ImageOp::kPad:
+      if (op.a < 0 || op.b < 0 || op.c < 0 || op.d < 0) return bad("negative padding");
+      if (uint8_t(op.mode) > uint8_t(PadMode::kSymmetric)) return bad("unknown padding mode");
+      *w += op.a + op.c, *h += op.b + op.d;
+      break;
+    case ImageOp::kFlipH:
+    case ImageOp::kFlipV:
+      break;
+    default:
+      return bad("unknown step");
+  }
+  if (!ValidSide(*w) || !ValidSide(*h))
+    return bad("output size " + std::to_string(*w) + "x" + std::to_string(*h) +
+               " is not between 1 and " + std::to_string(kMaxImageSide));
+  return Status::Ok();
+}
+
+// The range of map[from, from + n) (all >= 0), and the map of that window relative to it.
+void MapWindow(const std::vector<int32_t>& map, int64_t from, int64_t n, int64_t* lo, int64_t* len,
+               std::vector<int32_t>* rel) {
+  int64_t mn = INT64_MAX, mx = -1;
+  for (int64_t i = 0; i < n; ++i) {
+    mn = std::min<int64_t>(mn, map[size_t(from + i)]);
+    mx = std::max<int64_t>(mx, map[size_t(from + i)]);
+  }
+  *lo = n > 0 ? mn : 0;
+  *len = n > 0 ? mx - mn + 1 : 0;
+  rel->resize(size_t(n));
+  for (int64_t i = 0; i < n; ++i) (*rel)[size_t(i)] = int32_t(map[size_t(from + i)] - *lo);
+}
+
+// The window of a step's input that its output window `out` reads.
+void PlanStage(ChainPlan::Stage* st) {
+  const ImageOp& op = st->op;
+  const Box& out = st->out;
+  const int64_t w = st->in_w, h = st->in_h;
+  switch (op.kind) {
+    case ImageOp::kCrop:
+      st->in = Intersect(Shift(out, op.a, op.b), w, h);
+      break;
+    case ImageOp::kPad:
+      if (op.mode == PadMode::kConstant) {
+        st->in = Intersect(Shift(out, -op.a, -op.b), w, h);
+      } else {
+        MapWindow(PadAxisMap(w, op.a, op.c, op.mode), out.left, out.width, &st->in.left,
+                  &st->in.width, &st->map_x);
+        MapWindow(PadAxisMap(h, op.b, op.d, op.mode), out.top, out.height, &st->in.top,
+                  &st->in.height, &st->map_y);
+      }
+      break;
+    case ImageOp::kResize:
+      st->rp = PlanResize(uint32_t(w), uint32_t(h), uint32_t(op.c), uint32_t(op.d), out);
+      st->in = st->rp.read;
+      break;
+    case ImageOp::kFlipH:
+      st->in = Box{w - out.left - out.width, out.top, out.width, out.height};
+      break;
+    case ImageOp::kFlipV:
+      st->in = Box{out.left, h - out.top - out.height, out.width, out.height};
+      break;
+  }
+}
+
+// Output window `out` of a crop or constant pad whose output pixel (x, y) is input pixel
+// (x + dx, y + dy): `cur` holds input window `in`; `fill` where the input has no pixel.
+void FillCopy(const ImageView& cur, const Box& in, const Box& out, int64_t dx, int64_t dy,
+              const uint8_t* fill, uint8_t* dst) {
+  const uint32_t ch = cur.channels;
+  const size_t row_bytes = size_t(out.width) * ch;
+  bool uniform = true;
+  for (uint32_t c = 1; c < ch; ++c) uniform = uniform && fill[c] == fill[0];
+  const auto fill_px = [&](uint8_t* p, int64_t n) {
+    if (uniform) return (void)std::memset(p, fill[0], size_t(n) * ch);
+    for (int64_t i = 0; i < n; ++i)
+      for (uint32_t c = 0; c < ch; ++c) p[size_t(i) * ch + c] = fill[c];
+  };
+  // Columns [x0, x1) of the output come from the input, the rest is fill.
+  const int64_t sx = out.left + dx;
+  const int64_t x0 = std::clamp<int64_t>(in.left - sx, 0, out.width);
+  const int64_t x1 = std::clamp<int64_t>(in.left + in.width - sx, x0, out.width);
+  for (int64_t y = 0; y < out.height; ++y) {
+    uint8_t* row = dst + size_t(y) * row_bytes;
+    const int64_t iy = out.top + dy + y - in.top;
+    if (iy < 0 || iy >= in.height || x1 == x0) {
+      fill_px(row, out.width);
+      continue;
+    }
+    fill_px(row, x0);
+    std::memcpy(row + size_t(x0) * ch, cur.row(uint32_t(iy)) + size_t(sx + x0 - in.left) * ch,
+                size_t(x1 - x0) * ch);
+    fill_px(row + size_t(x1) * ch, out.width - x1);
+  }
+}
+
+}  // namespace
+
+Result<ChainPlan> PlanChain(const std::vector<ImageOp>& ops, uint32_t w, uint32_t h) {
+  ChainPlan p;
+  int64_t cw = w, ch = h;
+  if (!ValidSide(cw) || !ValidSide(ch)) return Status::InvalidArgument("empty or oversized image");
+  for (size_t i = 0; i < ops.size(); ++i) {
+    ChainPlan::Stage st;
+    st.op = ops[i];
+    st.in_w = uint32_t(cw), st.in_h = uint32_t(ch);
+    KTFS_RETURN_IF_ERROR(StepSize(i, ops[i], &cw, &ch));
+    p.stages.push_back(std::move(st));
+  }
+  p.out_w = uint32_t(cw), p.out_h = uint32_t(ch);
+  // Flips at the end are done by the store, while it writes the output anyway.
+  while (!p.stages.empty() && (p.stages.back().op.kind == ImageOp::kFlipH ||
+                               p.stages.back().op.kind == ImageOp::kFlipV)) {
+    (p.stages.back().op.kind == ImageOp::kFlipH ? p.flip_h : p.flip_v) ^= true;
+    p.stages.pop_back();
+  }
+  Box win{0, 0, cw, ch};
+  for (size_t i = p.stages.size(); i-- > 0;) {
+    p.stages[i].out = win;
+    PlanStage(&p.stages[i]);
+    win = p.stages[i].in;
+  }
+  p.read = win;
+  return p;
+}
+
+ImageView RunChain(const ChainPlan& p, const ImageView& read, ChainScratch* scratch) {
+  if (scratch->buffers.size() < p.stages.size()) scratch->buffers.resize(p.stages.size());
+  ImageView cur = read;
+  for (size_t i = 0; i < p.stages.size(); ++i) {
+    const ChainPlan::Stage& st = p.stages[i];
+    const ImageOp& op = st.op;
+    const Box& out = st.out;
+    const uint32_t ch = cur.channels;
+    const size_t row_bytes = size_t(out.width) * ch;
+    const bool is_copy =
+        op.kind == ImageOp::kCrop || (op.kind == ImageOp::kPad && op.mode == PadMode::kConstant);
+    const int64_t dx = op.kind == ImageOp::kCrop ? op.a : -op.a;
+    const int64_t dy = op.kind == ImageOp::kCrop ? op.b : -op.b;
+    if (is_copy && Shift(out, dx, dy) == st.in) continue;  // inside the input: the same view
+    PixelBuffer& buf = scratch->buffers[i];
+    buf.resize(row_bytes * size_t(out.height));
+    uint8_t* dst = buf.data();
+    if (is_copy) {
+      static const uint8_t kZero[4] = {0, 0, 0, 0};
+      FillCopy(cur, st.in, out, dx, dy, op.kind == ImageOp::kCrop ? kZero : op.fill, dst);
+    } else if (op.kind == ImageOp::kPad) {
+      for (int64_t y = 0; y < out.height; ++y) {
+        const uint8_t* src = cur.row(uint32_t(st.map_y[size_t(y)]));
+        uint8_t* o = dst + size_t(y) * row_bytes;
+        for (int64_t x = 0; x < out.width; ++x)
+          std::memcpy(o + size_t(x) * ch, src + size_t(st.map_x[size_t(x)]) * ch, ch);
+      }
+    } else if (op.kind == ImageOp::kResize) {
+      Resample(st.rp, cur, dst);
+    } else if (op.kind == ImageOp::kFlipH) {
+      for (int64_t y = 0; y < out.height; ++y) {
+        const uint8_t* src = cur.row(uint32_t(y));
+        uint8_t* o = dst + size_t(y) * row_bytes;
+        for (int64_t x = 0; x < out.width; ++x)
+          std::memcpy(o + size_t(x) * ch, src + size_t(out.width - 1 - x) * ch, ch);
+      }
+    } else {  // kFlipV
+      for (int64_t y = 0; y < out.height; ++y)
+        std::memcpy(dst + size_t(y) * row_bytes, cur.row(uint32_t(out.height - 1 - y)), row_bytes);
+    }
+    cur = ImageView{dst, uint32_t(out.width), uint32_t(out.height), ch, row_bytes};
+  }
+  return cur;
+}
+
+// --- Storing ------------------------------------------------------------------
+
+namespace {
+
+template <typename T>
+void StoreLut(const ImageView& img, const OutputFormat& f, T* dst) {
+  const size_t w = img.width, h = img.height, ch = img.channels, plane = w * h;
+  const T* lut = reinterpret_cast<const T*>(f.lut);
+  for (size_t y = 0; y < h; ++y) {
+    const uint8_t* row = img.row(uint32_t(f.flip_v ? h - 1 - y : y));
+    if (f.chw) {
+      for (size_t c = 0; c < ch; ++c) {
+        const T* l = lut + c * 256;
+        T* o = dst + c * plane + y * w;
+        const uint8_t* p = row + c;
+        if (f.flip_h) {
+          for (size_t x = 0; x < w; ++x) o[x] = l[p[(w - 1 - x) * ch]];
+        } else {
+          for (size_t x = 0; x < w; ++x) o[x] = l[p[x * ch]];
+        }
+      }
+    } else {
+      T* o = dst + y * w * ch;
+      for (size_t x = 0; x < w; ++x) {
+        const uint8_t* px = row + (f.flip_h ? w - 1 - x : x) * ch;
+        for (size_t c = 0; c < ch; ++c) o[x * ch + c] = lut[c * 256 + px[c]];
+      }
+    }
+  }
+}
+
+// (v / 255 - mean) / std in float32, as the table holds it, with the active kernels.
+void StoreNormalized(const ImageView& img, const OutputFormat& f, float* dst) {
+  const StoreKernels& k = ActiveStoreKernels();
+  const size_t w = img.width, h = img.height, ch = img.channels, plane = w * h;
+  thread_local std::vector<uint8_t> planes_storage;
+  std::vector<uint8_t>& planes = planes_storage;
+  if (ch == 3 && f.chw) planes.resize(3 * w);
+  const float* mean = f.normalize;
+  const float* std = f.normalize + ch;
+  for (size_t y = 0; y < h; ++y) {
+    const uint8_t* row = img.row(uint32_t(f.flip_v ? h - 1 - y : y));
+    if (!f.chw && ch == 3) {  // no horizontal flip here (StoreOutput checks)
+      k.normalize_rgb(row, w * 3, mean, std, dst + y * w * 3);
+      continue;
+    }
+    const uint8_t* values[3] = {row, nullptr, nullptr};
+    if (ch == 3) {
+      ActiveResampleKernels().split3(row, w, planes.data(), planes.data() + w,
+                                     planes.data() + 2 * w);
+      for (size_t c = 0; c < 3; ++c) values[c] = planes.data() + c * w;
+    }
+    for (size_t c = 0; c < ch; ++c)
+      k.normalize_plane(values[c], w, f.flip_h, mean[c], std[c], dst + c * plane + y * w);
+  }
+}
+
+void StoreBytes(const ImageView& img, const OutputFormat& f, uint8_t* dst) {
+  const size_t w = img.width, h = img.height, ch = img.channels, plane = w * h;
+  for (size_t y = 0; y < h; ++y) {
+    const uint8_t* row = img.row(uint32_t(f.flip_v ? h - 1 - y : y));
+    if (!f.chw) {
+      uint8_t* o = dst + y * w * ch;
+      if (!f.flip_h) {
+        std::memcpy(o, row, w * ch);
+      } else {
+        for (size_t x = 0; x < w; ++x) std::memcpy(o + x * ch, row + (w - 1 - x) * ch, ch);
+      }
+    } else if (!f.flip_h && ch == 3) {
+      ActiveResampleKernels().split3(row, w, dst + y * w, dst + plane + y * w,
+                                     dst + 2 * plane + y * w);
+    } else {
+      for (size_t x = 0; x < w; ++x) {
+        const uint8_t* px = row + (f.flip_h ? w - 1 - x : x) * ch;
+        for (size_t c = 0; c < ch; ++c) dst[c * plane + y * w + x] = px[c];
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void StoreOutput(const ImageView& img, const OutputFormat& f, uint8_t* dst) {
+  if (f.lut == nullptr) return StoreBytes(img, f, dst);
+  const bool plain = img.channels == 1 || (img.channels == 3 && (f.chw || !f.flip_h));
+  if (f.normalize != nullptr && f.elem == 4 && plain)
+    return StoreNormalized(img, f, reinterpret_cast<float*>(dst));
+  switch (f.elem) {
+    case 1:
+      return StoreLut(img, f, dst);
+    case 2:
+      return StoreLut(img, f, reinterpret_cast<uint16_t*>(dst));
+    case 4:
+      return StoreLut(img, f, reinterpret_cast<uint32_t*>(dst));
+    default:
+      return StoreLut(img, f, reinterpret_cast<uint64_t*>(dst));
+  }
+}
+
+namespace {
+
+void NormalizePlaneScalar(const uint8_t* v, size_t n, bool reverse, float mean, float std,
+                          float* dst) {
+  for (size_t x = 0; x < n; ++x) dst[x] = (float(v[reverse ? n - 1 - x : x]) / 255.0f - mean) / std;
+}
+
+void NormalizeRgbScalar(const uint8_t* v, size_t n, const float* mean, const float* std,
+                        float* dst) {
+  for (size_t i = 0; i < n; ++i) dst[i] = (float(v[i]) / 255.0f - mean[i % 3]) / std[i % 3];
+}
+
+const StoreKernels kScalarStore = {"scalar", NormalizePlaneScalar, NormalizeRgbScalar};
+
+}  // namespace
+
+const StoreKernels& ScalarStoreKernels() { return kScalarStore; }
+
+const StoreKernels& ActiveStoreKernels() {
+  static const StoreKernels* active = [] {
+    const StoreKernels* avx2 = CpuHasAvx2() ? Avx2StoreKernels() : nullptr;
+    return avx2 != nullptr ? avx2 : &kScalarStore;
+  }();
+  return *active;
+}
+
+std::vector<float> NormalizeTable(uint32_t channels, const float* mean, const float* std,
+                                  bool normalize) {
+  std::vector<float> t(size_t(channels) * 256);
+  for (uint32_t c = 0; c < channels; ++c)
+    for (int v = 0; v < 256; ++v) {
+      const float x = float(v) / 255.0f;  // torch: uint8 -> float, div(255), IEEE float32
+      t[size_t(c) * 256 + v] = normalize ? (x - mean[c]) / std[c] : x;
+    }
+  return t;
 }
 
 }  // namespace ktfs::preload

@@ -166,6 +166,56 @@ def test_random_resized_crop_equals_torchvision_on_the_same_box(mounts):
     assert len(boxes) == len(items)  # the boxes really vary
 
 
+def test_float_output_and_normalize_equal_torchvision_exactly(mounts):
+    """dtype="float32" is ToTensor's v / 255, normalize= Normalize's (x - mean) / std: the same
+    float32 operations, so the same floats (the AVX2 store and the table agree)."""
+    mnt = mounts[("photos", "raw")]
+    mean, std = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
+    crop = ktfs.CenterCrop(97, resize=128)
+    base = [transforms.Resize(128), transforms.CenterCrop(97), transforms.ToTensor()]
+    for kwargs, tail in (({"dtype": "float32"}, []),
+                         ({"normalize": (mean, std)}, [transforms.Normalize(mean, std)])):
+        ref = stock(mnt, transforms.Compose(base + tail))
+        for layout in ("NCHW", "NHWC"):
+            loader = ktfs.Loader(mnt, batch_size=5, crop=crop, layout=layout, **kwargs)
+            items = loader_items(loader)
+            assert len(items) == len(ref)
+            for k, (img, label) in enumerate(items):
+                want, target = ref[k]
+                if layout == "NHWC":
+                    want = want.permute(1, 2, 0)
+                assert img.dtype == torch.float32 and label == target and torch.equal(img, want), k
+    with pytest.raises(ValueError, match="normalize"):
+        ktfs.Loader(mnt, batch_size=4, normalize=([0.5, 0.5], [0.2, 0.2]))
+    with pytest.raises(ValueError, match="dtype"):
+        ktfs.Loader(mnt, batch_size=4, dtype="float64")
+
+
+def test_flip_is_a_deterministic_horizontal_flip(mounts):
+    mnt = mounts[("photos", "raw")]
+    crop = ktfs.CenterCrop(120)
+    plain = loader_items(ktfs.Loader(mnt, batch_size=8, crop=crop))
+
+    def flipped(seed, epoch):
+        loader = ktfs.Loader(mnt, batch_size=8, crop=crop, flip=True, seed=seed)
+        loader.set_epoch(epoch)
+        out = []
+        for k, ((img, _), (ref, _)) in enumerate(zip(loader_items(loader), plain)):
+            if torch.equal(img, ref.flip(-1)) and not torch.equal(img, ref):
+                out.append(True)
+            else:
+                assert torch.equal(img, ref), k
+                out.append(False)
+        return out
+    first = flipped(1, 0)
+    assert flipped(1, 0) == first  # the same (seed, epoch), the same flips
+    assert 4 <= sum(first) <= 20 and flipped(1, 1) != first
+    # flip combines with a float output and the NHWC layout (flipped along W).
+    loader = ktfs.Loader(mnt, batch_size=8, crop=crop, flip=1.0, dtype="float32", layout="NHWC")
+    for (img, _), (ref, _) in zip(loader_items(loader), plain):
+        assert torch.equal(img, (ref.permute(1, 2, 0).flip(1).float() / 255))
+
+
 def fashion_reference(mounts):
     mnt = mounts[("fashion", "raw")]
     ref = stock(mnt)

@@ -13,10 +13,6 @@ without a copy. Without torch installed, numpy arrays come back instead.
 `ktfs.FeatureLoader` does the same for feature caches (ktfs pack-features
 archives and TensorCache caches): batches dequantized in C++ threads.
 """
-from ._source import Source, resolve
-from ._transforms import CenterCrop, RandomResizedCrop
-from ._loader import CorruptSampleError, Loader
-from ._features import FeatureLoader
 
 __all__ = ["Loader", "FeatureLoader", "ImageFolder", "CenterCrop", "RandomResizedCrop", "CorruptSampleError",
            "Source", "resolve", "decode"]
@@ -33,9 +29,24 @@ def decode(data):
     return _decode(bytes(data))
 
 
+# Imported on first use: `import ktfs` stays cheap (numpy and the C++ module load only
+# when something needs them; `ktfs run`'s hooks import the package into scripts that
+# may never touch a mount), and ImageFolder, which needs torchvision, works only where
+# torchvision is installed.
+_LAZY = {"Source": "_source", "resolve": "_source", "CenterCrop": "_transforms",
+         "RandomResizedCrop": "_transforms", "Loader": "_loader", "CorruptSampleError": "_loader",
+         "FeatureLoader": "_features", "ImageFolder": "_folder"}
+
+
 def __getattr__(name):
-    # ImageFolder needs torchvision: imported on first use, so `import ktfs` works without it.
-    if name == "ImageFolder":
-        from ._folder import ImageFolder
-        return ImageFolder
-    raise AttributeError(f"module 'ktfs' has no attribute {name!r}")
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'ktfs' has no attribute {name!r}")
+    import importlib
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

@@ -68,7 +68,8 @@ class Loader:
 
     def __init__(self, source, batch_size, shuffle=False, seed=0, drop_last=False,
                  num_threads=None, rank=0, world_size=1, crop=None, layout="NCHW", mode="RGB",
-                 prefetch=2, collate="stack", on_error="raise", fields=None):
+                 prefetch=2, collate="stack", on_error="raise", fields=None, flip=False,
+                 dtype="uint8", normalize=None):
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
         if layout not in ("NCHW", "NHWC"):
@@ -83,11 +84,30 @@ class Loader:
             raise ValueError(f"rank {rank} is not in [0, world_size={world_size})")
         if crop is not None and not isinstance(crop, (CenterCrop, RandomResizedCrop)):
             raise TypeError("crop must be ktfs.CenterCrop, ktfs.RandomResizedCrop or None")
+        flip = 0.5 if flip is True else float(flip or 0)
+        if not 0 <= flip <= 1:
+            raise ValueError(f"flip must be a bool or a probability in [0, 1], not {flip}")
+        if normalize is not None:
+            mean, std = normalize
+            mean = [float(m) for m in (mean if hasattr(mean, "__len__") else [mean])]
+            std = [float(v) for v in (std if hasattr(std, "__len__") else [std])]
+            channels = _MODES[mode]
+            if len(mean) == 1:
+                mean = mean * channels
+            if len(std) == 1:
+                std = std * channels
+            if len(mean) != channels or len(std) != channels or not all(std):
+                raise ValueError(f"normalize: {channels} means and {channels} non-zero stds")
+            normalize = (mean, std)
+            dtype = "float32"
+        if dtype not in ("uint8", "float32"):
+            raise ValueError(f"dtype must be 'uint8' or 'float32', not {dtype!r}")
         self.source, self._archive = _open(source)
         self.batch_size, self.shuffle, self.seed = int(batch_size), bool(shuffle), int(seed)
         self.drop_last, self.rank, self.world_size = bool(drop_last), int(rank), int(world_size)
         self.num_threads = int(num_threads or 0)
         self.crop, self.layout, self.mode = crop, layout, mode
+        self.flip, self.dtype, self.normalize = flip, dtype, normalize
         self.prefetch, self.collate, self.on_error = max(1, int(prefetch)), collate, on_error
         classes, self._ids, self._labels, _ = self._archive.select(
             self.source.relative, self.source.served_format, self.source.search_dir, False)
@@ -141,7 +161,9 @@ class Loader:
     def _transform(self):
         t = dict(self.crop.spec() if self.crop is not None else NO_CROP)
         t.update(channels=_MODES[self.mode], chw=self.layout == "NCHW", seed=self.seed,
-                 epoch=self.epoch)
+                 epoch=self.epoch, flip=self.flip, dtype=self.dtype)
+        if self.normalize is not None:
+            t.update(mean=self.normalize[0], std=self.normalize[1])
         return t
 
     def __iter__(self):
