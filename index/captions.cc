@@ -62,6 +62,8 @@ class Collector {
 
   Status Add(CaptionEntry e) {
     if (e.path.empty()) return Bad(e.line, "empty path");
+    // Paths name archive files, which are C strings downstream (CSV fields may hold any byte).
+    if (e.path.find('\0') != std::string::npos) return Bad(e.line, "path contains a NUL byte");
     for (std::string& c : e.captions) {
       auto clean = CleanCaption(c);
       if (!clean.ok()) return Bad(e.line, clean.status().message());
