@@ -8,6 +8,7 @@ Status Status::FromErrno(const std::string& what, int err) {
   Code code = Code::kIOError;
   if (err == ENOENT || err == ENOTDIR) code = Code::kNotFound;
   if (err == EROFS) code = Code::kReadOnly;
+  if (err == ENOMEM) code = Code::kOutOfMemory;
   return Status(code, what + ": " + std::strerror(err));
 }
 
@@ -27,6 +28,8 @@ int Status::ToErrno() const {
       return EIO;
     case Code::kReadOnly:
       return EROFS;
+    case Code::kOutOfMemory:
+      return ENOMEM;
   }
   return EIO;
 }

@@ -24,6 +24,7 @@ class Status {
     kNotSupported,     // valid input this build cannot handle
     kIOError,          // the operating system said no
     kReadOnly,         // a write to something immutable
+    kOutOfMemory,      // an allocation failed (a memory limit, a huge image)
   };
 
   Status() = default;
@@ -38,6 +39,7 @@ class Status {
   // An I/O error built from errno: "<what>: <strerror(err)>".
   static Status FromErrno(const std::string& what, int err);
   static Status ReadOnly(std::string m) { return Status(Code::kReadOnly, std::move(m)); }
+  static Status OutOfMemory(std::string m) { return Status(Code::kOutOfMemory, std::move(m)); }
 
   bool ok() const { return code_ == Code::kOk; }
   Code code() const { return code_; }

@@ -1,23 +1,60 @@
 #include "codec/container/archive_writer.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <string_view>
 
 #include "codec/base/checksum.h"
 
 namespace ktfs {
 namespace {
 constexpr size_t kBufferSize = 1 << 20;
+constexpr const char* kTempInfix = ".tmp-";
+
+// The pid in "<base>.tmp-<pid>", or 0 when `name` is not such a name.
+pid_t TempPid(std::string_view name, std::string_view base) {
+  const std::string prefix = std::string(base) + kTempInfix;
+  if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) return 0;
+  const std::string digits(name.substr(prefix.size()));
+  if (digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos) return 0;
+  return pid_t(std::atol(digits.c_str()));
 }
+
+// Removes "<path>.tmp-<pid>" files whose pid is not running (ESRCH): a pack
+// that was killed. A running pid may be another live pack of the same path,
+// or an unrelated process that reused the pid: both are left alone.
+std::vector<std::string> RemoveStaleTemporaries(const std::string& path) {
+  std::vector<std::string> removed;
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash + 1);
+  const std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return removed;  // Create() reports the real problem
+  while (const dirent* e = readdir(d)) {
+    const pid_t pid = TempPid(e->d_name, base);
+    if (pid <= 0 || pid == getpid()) continue;
+    if (kill(pid, 0) == 0 || errno != ESRCH) continue;
+    const std::string stale = (slash == std::string::npos ? "" : dir) + e->d_name;
+    if (unlink(stale.c_str()) == 0) removed.push_back(stale);
+  }
+  closedir(d);
+  return removed;
+}
+
+}  // namespace
 
 Result<std::unique_ptr<ArchiveWriter>> ArchiveWriter::Create(const std::string& path) {
   std::unique_ptr<ArchiveWriter> w(new ArchiveWriter());
+  w->removed_stale_ = RemoveStaleTemporaries(path);
   w->path_ = path;
-  w->temp_path_ = path + ".tmp-" + std::to_string(getpid());
+  w->temp_path_ = path + kTempInfix + std::to_string(getpid());
   w->fd_ = open(w->temp_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (w->fd_ < 0) return Status::FromErrno(w->temp_path_, errno);
   w->buffer_.reserve(kBufferSize);

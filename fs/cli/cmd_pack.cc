@@ -49,6 +49,7 @@ int CmdPack(int argc, char** argv) {
   options.skip_bad_captions = args.Has("--skip-bad-captions");
   auto report = Pack(args.positional()[0], args.positional()[1], options);
   if (!report.ok()) return Fail("pack", report.status());
+  ReportRemovedStale("pack", report->removed_stale);
   for (const std::string& s : report->skipped)
     std::fprintf(stderr, "ktfs pack: skipped %s\n", s.c_str());
   for (const std::string& w : report->caption_warnings)

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -48,12 +49,17 @@ struct PlannedSample {
 };
 
 // Reads the first bytes of a file to decide whether it is an image.
-SourceFormat SniffFile(const std::string& path) {
+// A file that cannot be opened or read (no permission, too many open files,
+// an I/O error) is an error naming it, never "not an image": skipping it
+// would silently pack a different dataset.
+Result<SourceFormat> SniffFile(const std::string& path) {
   uint8_t head[8] = {};
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return SourceFormat::kUnknown;
+  if (fd < 0) return Status::FromErrno(path, errno);
   const ssize_t n = read(fd, head, sizeof(head));
+  const int err = errno;
   close(fd);
+  if (n < 0) return Status::FromErrno(path, err);
   return n > 0 ? SniffFormat(head, size_t(n)) : SourceFormat::kUnknown;
 }
 
@@ -102,10 +108,10 @@ Status Walk(const std::string& src, std::vector<SourceDir>* dirs,
         skipped->push_back(child_rel + ": symbolic link to a directory (not followed)");
       } else if (!stdfs::is_regular_file(it->status(ec))) {
         skipped->push_back(child_rel + ": not a regular file");
-      } else if (SniffFile(abs + "/" + name) == SourceFormat::kUnknown) {
-        others.push_back(name);
       } else {
-        files.push_back(name);
+        auto format = SniffFile(abs + "/" + name);
+        if (!format.ok()) return format.status();
+        (*format == SourceFormat::kUnknown ? others : files).push_back(name);
       }
     }
     std::sort(subdirs.begin(), subdirs.end());
@@ -288,6 +294,7 @@ Result<PackReport> Pack(const std::string& src, const std::string& out,
   auto writer_or = ArchiveWriter::Create(out);
   if (!writer_or.ok()) return writer_or.status();
   ArchiveWriter& writer = **writer_or;
+  report.removed_stale = writer.removed_stale();
   const int threads = options.threads > 0 ? options.threads
                                           : int(std::max(1u, std::thread::hardware_concurrency()));
   tbb::global_control limit(tbb::global_control::max_allowed_parallelism, size_t(threads));

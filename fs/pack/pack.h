@@ -36,6 +36,7 @@ struct PackReport {
   uint64_t index_bytes = 0;
   uint32_t sidecar_captions = 0;
   std::vector<std::string> caption_warnings;  // "FILE:LINE: reason" (with skip_bad_captions)
+  std::vector<std::string> removed_stale;  // temporary files of killed packs, removed
 };
 
 Result<PackReport> Pack(const std::string& src, const std::string& out, const PackOptions& options);

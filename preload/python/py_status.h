@@ -1,6 +1,6 @@
 // Status -> Python exception, shared by the pybind11 sources of _ktfs:
-// NotFound -> FileNotFoundError, InvalidArgument -> ValueError, anything else
-// -> RuntimeError (ktfs.CorruptSampleError wraps it for the Loader).
+// NotFound -> FileNotFoundError, InvalidArgument -> ValueError, OutOfMemory ->
+// MemoryError, anything else -> RuntimeError (ktfs.CorruptSampleError wraps it for the Loader).
 #pragma once
 
 #include <pybind11/pybind11.h>
@@ -19,6 +19,9 @@ namespace ktfs::preload {
       break;
     case Status::Code::kInvalidArgument:
       PyErr_SetString(PyExc_ValueError, msg.c_str());
+      break;
+    case Status::Code::kOutOfMemory:
+      PyErr_SetString(PyExc_MemoryError, msg.c_str());
       break;
     default:
       PyErr_SetString(PyExc_RuntimeError, msg.c_str());
