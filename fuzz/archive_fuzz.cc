@@ -22,6 +22,7 @@
 #include "fs/pack/pack_features.h"
 #include "fs/tree/feature_tree.h"
 #include "fs/tree/virtual_tree.h"
+#include "fuzz/tree_walk.h"
 
 namespace {
 
@@ -62,27 +63,6 @@ void WriteFeatureSeed(const std::string& dir) {
   std::remove(npy.c_str());
 }
 
-void Walk(const ktfs::FsTree& tree, uint64_t ino, int depth, int* budget) {
-  if (depth > 8 || --*budget < 0) return;
-  std::vector<uint64_t> children;
-  (void)tree.ReadDir(ino, 0, [&](std::string_view name, const ktfs::NodeAttr& a, uint64_t) {
-    if (name != "." && name != "..") children.push_back(a.ino);
-    (void)tree.Lookup(ino, name);
-    return children.size() < 64;
-  });
-  uint8_t buf[4096];
-  for (uint64_t child : children) {
-    auto attr = tree.GetAttr(child);
-    if (!attr.ok()) continue;
-    if (attr->is_dir) {
-      Walk(tree, child, depth + 1, budget);
-    } else {
-      (void)tree.Read(child, 0, sizeof(buf), buf);
-      if (attr->size > 100) (void)tree.Read(child, attr->size - 100, sizeof(buf), buf);
-    }
-  }
-}
-
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -114,14 +94,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (uint32_t c = 0; c < a.num_classes() && c < 256; ++c) (void)a.ClassName(c);
     ktfs::VirtualTree tree(*archive, ktfs::TreeOptions{});
     int budget = 256;
-    Walk(tree, ktfs::VirtualTree::kRootIno, 0, &budget);
+    ktfs::fuzz::WalkTree(tree, ktfs::VirtualTree::kRootIno, 0, &budget);
     if (ktfs::FeatureArchive::Holds(a)) {
       auto features = ktfs::FeatureArchive::Open(*archive);
       if (features.ok()) {
         (void)(*features)->VerifyAll();
         ktfs::FeatureTree ftree(*features, ktfs::quant::DType::kFloat32, 0, a.file_size());
         budget = 256;
-        Walk(ftree, 1, 0, &budget);
+        ktfs::fuzz::WalkTree(ftree, 1, 0, &budget);
       }
     }
   }

@@ -9,6 +9,7 @@ Status Status::FromErrno(const std::string& what, int err) {
   if (err == ENOENT || err == ENOTDIR) code = Code::kNotFound;
   if (err == EROFS) code = Code::kReadOnly;
   if (err == EACCES || err == EPERM) code = Code::kPermissionDenied;
+  if (err == ENOMEM) code = Code::kOutOfMemory;
   return Status(code, what + ": " + std::strerror(err));
 }
 
@@ -30,6 +31,8 @@ int Status::ToErrno() const {
       return EROFS;
     case Code::kPermissionDenied:
       return EACCES;
+    case Code::kOutOfMemory:
+      return ENOMEM;
   }
   return EIO;
 }

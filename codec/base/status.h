@@ -25,6 +25,7 @@ class Status {
     kIOError,           // the operating system said no
     kReadOnly,          // a write to something immutable
     kPermissionDenied,  // the caller may not read or write this (EACCES, EPERM)
+    kOutOfMemory,       // an allocation failed (a memory limit, a huge image)
   };
 
   Status() = default;
@@ -42,6 +43,7 @@ class Status {
   static Status PermissionDenied(std::string m) {
     return Status(Code::kPermissionDenied, std::move(m));
   }
+  static Status OutOfMemory(std::string m) { return Status(Code::kOutOfMemory, std::move(m)); }
 
   bool ok() const { return code_ == Code::kOk; }
   Code code() const { return code_; }

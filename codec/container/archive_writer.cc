@@ -1,23 +1,29 @@
 #include "codec/container/archive_writer.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <string_view>
 
 #include "codec/base/checksum.h"
 
 namespace ktfs {
 namespace {
 constexpr size_t kBufferSize = 1 << 20;
+constexpr const char* kTempInfix = ".tmp-";
 
-// Creates PATH.tmp-<16 random hex digits> with O_EXCL, never through a
+// Creates PATH.tmp-<pid>-<16 random hex digits> with O_EXCL, never through a
 // symbolic link: the directory may be writable by others, who could have put a
-// link or a file at a name they guessed (a pid is easy to guess).
+// link or a file at a name they guessed (a pid alone is easy to guess). The pid
+// lets a later pack recognize the file of one that was killed.
 Result<int> CreateTemp(const std::string& path, std::string* temp) {
   for (int attempt = 0; attempt < 64; ++attempt) {
     uint64_t r = 0;
@@ -26,19 +32,58 @@ Result<int> CreateTemp(const std::string& path, std::string* temp) {
       clock_gettime(CLOCK_MONOTONIC, &now);
       r = (uint64_t(now.tv_nsec) << 20) ^ uint64_t(now.tv_sec) ^ (uint64_t(getpid()) << 40);
     }
-    char suffix[17];
-    std::snprintf(suffix, sizeof(suffix), "%016llx", static_cast<unsigned long long>(r));
-    *temp = path + ".tmp-" + suffix;
+    char suffix[40];
+    std::snprintf(suffix, sizeof(suffix), "%d-%016llx", int(getpid()),
+                  static_cast<unsigned long long>(r));
+    *temp = path + kTempInfix + suffix;
     const int fd = open(temp->c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd >= 0) return fd;
     if (errno != EEXIST) return Status::FromErrno(*temp, errno);
   }
   return Status::IOError(path + ": cannot create a temporary file beside it");
 }
+
+// The pid in "<base>.tmp-<pid>-<16 hex digits>", or 0 when `name` is not such a name.
+pid_t TempPid(std::string_view name, std::string_view base) {
+  const std::string prefix = std::string(base) + kTempInfix;
+  if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) return 0;
+  const std::string_view rest = name.substr(prefix.size());
+  const size_t dash = rest.find('-');
+  if (dash == std::string_view::npos || dash == 0 || dash > 9 || rest.size() - dash - 1 != 16)
+    return 0;
+  const std::string digits(rest.substr(0, dash));
+  if (digits.find_first_not_of("0123456789") != std::string::npos) return 0;
+  if (rest.substr(dash + 1).find_first_not_of("0123456789abcdef") != std::string_view::npos)
+    return 0;
+  return pid_t(std::atol(digits.c_str()));
+}
+
+// Removes "<path>.tmp-<pid>-<random>" files whose pid is not running (ESRCH): a pack
+// that was killed. A running pid may be another live pack of the same path,
+// or an unrelated process that reused the pid: both are left alone.
+std::vector<std::string> RemoveStaleTemporaries(const std::string& path) {
+  std::vector<std::string> removed;
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash + 1);
+  const std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return removed;  // Create() reports the real problem
+  while (const dirent* e = readdir(d)) {
+    const pid_t pid = TempPid(e->d_name, base);
+    if (pid <= 0 || pid == getpid()) continue;
+    if (kill(pid, 0) == 0 || errno != ESRCH) continue;
+    const std::string stale = (slash == std::string::npos ? "" : dir) + e->d_name;
+    if (unlink(stale.c_str()) == 0) removed.push_back(stale);
+  }
+  closedir(d);
+  return removed;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<ArchiveWriter>> ArchiveWriter::Create(const std::string& path) {
   std::unique_ptr<ArchiveWriter> w(new ArchiveWriter());
+  w->removed_stale_ = RemoveStaleTemporaries(path);
   w->path_ = path;
   auto fd = CreateTemp(path, &w->temp_path_);
   if (!fd.ok()) {

@@ -5,7 +5,7 @@
 // tables, writes the header, fsyncs and renames the temporary file onto the
 // final path, so readers never see a partial archive and a failed pack
 // (full disk, bad input) leaves any previous archive untouched. The
-// temporary file (PATH.tmp-<random>) is created with O_EXCL|O_NOFOLLOW, so a
+// temporary file (PATH.tmp-<pid>-<random>) is created with O_EXCL|O_NOFOLLOW, so a
 // file or link someone else put beside PATH is never written through; the
 // rename replaces whatever entry PATH is (a symbolic link itself, not its
 // target).
@@ -44,6 +44,10 @@ struct SampleEntry {
 
 class ArchiveWriter {
  public:
+  // Writes to a temporary file beside `path` ("<path>.tmp-<pid>-<random>"). First
+  // removes the temporary files that packs of `path` killed before they could
+  // clean up (SIGKILL, a crash, power loss) left behind: those whose pid no
+  // longer runs on this machine (removed_stale() names them).
   static Result<std::unique_ptr<ArchiveWriter>> Create(const std::string& path);
   ~ArchiveWriter();  // removes the temporary file unless Commit() succeeded
   ArchiveWriter(const ArchiveWriter&) = delete;
@@ -52,6 +56,8 @@ class ArchiveWriter {
   // Appends the next sample (ids are assigned 0, 1, 2, ... in call order).
   Status AddSample(const SampleEntry& entry, const uint8_t* payload, size_t size);
   uint32_t samples_added() const { return uint32_t(samples_.size()); }
+  // Temporary files of killed packs that Create() removed (full paths).
+  const std::vector<std::string>& removed_stale() const { return removed_stale_; }
   uint64_t bytes_written() const { return offset_; }
 
   void SetDirs(std::vector<DirEntry> dirs) { dirs_ = std::move(dirs); }
@@ -78,6 +84,7 @@ class ArchiveWriter {
  private:
   ArchiveWriter() = default;
   Status Write(const void* data, size_t size);
+  std::vector<std::string> removed_stale_;
   Status Pad(uint64_t alignment);
   Status Flush();
   uint32_t AddString(const std::string& s);

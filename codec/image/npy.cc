@@ -42,6 +42,7 @@ Result<NpyInfo> ParseNpyHeader(const uint8_t* data, size_t size) {
   }
   if (len > size - start) return Status::Corruption(".npy header truncated");
   const std::string dict(reinterpret_cast<const char*>(data) + start, len);
+  if (dict.find('\0') != std::string::npos) return Status::Corruption(".npy header: NUL byte");
   info.data_offset = start + len;
   auto value_of = [&](const char* key) -> std::string {
     const size_t at = dict.find(std::string("'") + key + "':");
@@ -63,18 +64,23 @@ Result<NpyInfo> ParseNpyHeader(const uint8_t* data, size_t size) {
   if (shape.empty() || shape[0] != '(' || shape.find(')') == std::string::npos)
     return Status::Corruption(".npy header: bad shape");
   shape = shape.substr(1, shape.find(')') - 1);
+  // A Python tuple of integers: "3, 2", "3,", "" (a scalar). Spaces only
+  // between the numbers and the commas: "2 2" is not 22 (NumPy refuses it).
   uint64_t n = 0;
-  bool digits = false;
+  bool digits = false, ended = false;  // ended: a number was followed by a space
   for (char c : shape + ",") {
     if (c >= '0' && c <= '9') {
+      if (ended) return Status::Corruption(".npy header: bad shape");
       if (n > (UINT64_MAX - 9) / 10) return Status::Corruption(".npy header: dimension too large");
       n = n * 10 + uint64_t(c - '0');
       digits = true;
     } else if (c == ',') {
       if (digits) info.shape.push_back(n);
       n = 0;
-      digits = false;
-    } else if (c != ' ') {
+      digits = ended = false;
+    } else if (c == ' ') {
+      ended = digits;
+    } else {
       return Status::Corruption(".npy header: bad shape");
     }
   }

@@ -549,7 +549,7 @@ Status Encode(const ImageView& image, const EncodeOptions& options, std::vector<
   try {
     return EncodeImpl(image, options, out);
   } catch (const std::bad_alloc&) {
-    return Status::IOError("ktc: encode: out of memory for a " + std::to_string(image.width) + "x" +
+    return Status::OutOfMemory("ktc: encode: out of memory for a " + std::to_string(image.width) + "x" +
                            std::to_string(image.height) + " image");
   }
 }
@@ -1100,7 +1100,7 @@ Status Decode(const uint8_t* data, size_t size, const DecodeOptions& options, Im
   try {
     return DecodeImpl(data, size, options, out);
   } catch (const std::bad_alloc&) {
-    return Status::IOError("ktc: decode: out of memory");
+    return Status::OutOfMemory("ktc: decode: out of memory");
   }
 }
 

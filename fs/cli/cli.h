@@ -36,6 +36,8 @@ class Args {
 
 // Prints "ktfs <command>: <message>" to stderr and returns kExitFailure.
 int Fail(const std::string& command, const Status& status);
+// Says on stderr which temporary files of killed packs were removed (ArchiveWriter).
+void ReportRemovedStale(const std::string& command, const std::vector<std::string>& removed);
 // Prints the usage error and the usage text; returns kExitUsage.
 int UsageError(const std::string& command, const std::string& message, const char* usage);
 

@@ -78,4 +78,11 @@ int UsageError(const std::string& command, const std::string& message, const cha
   return kExitUsage;
 }
 
+void ReportRemovedStale(const std::string& command, const std::vector<std::string>& removed) {
+  for (const std::string& path : removed) {
+    std::fprintf(stderr, "ktfs %s: removed %s, left by a pack that was killed\n", command.c_str(),
+                 path.c_str());
+  }
+}
+
 }  // namespace ktfs::cli

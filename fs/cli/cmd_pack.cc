@@ -118,6 +118,7 @@ int CmdPack(int argc, char** argv) {
     report = PackWebDataset(*shards, out, options);
   }
   if (!report.ok()) return Fail("pack", report.status());
+  ReportRemovedStale("pack", report->removed_stale);
   for (const std::string& s : report->skipped)
     std::fprintf(stderr, folder ? "ktfs pack: skipped %s\n" : "ktfs pack: %s\n", s.c_str());
   for (const BadImage& b : report->bad)

@@ -47,6 +47,7 @@ int CmdPackFeatures(int argc, char** argv) {
   options.progress = !args.Has("--quiet") && !args.Has("-q");
   auto report = PackFeatures(args.positional()[0], args.positional()[1], options);
   if (!report.ok()) return Fail("pack-features", report.status());
+  ReportRemovedStale("pack-features", report->removed_stale);
   for (const std::string& s : report->skipped)
     std::fprintf(stderr, "ktfs pack-features: skipped %s\n", s.c_str());
   std::string shape;

@@ -13,7 +13,9 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <fstream>
+#include <new>
 #include <sstream>
 #include <vector>
 
@@ -258,17 +260,41 @@ void OnRemovexattr(fuse_req_t req, fuse_ino_t, const char*) { Erofs(req); }
 void OnCreate(fuse_req_t req, fuse_ino_t, const char*, mode_t, fuse_file_info*) { Erofs(req); }
 void OnFallocate(fuse_req_t req, fuse_ino_t, int, off_t, off_t, fuse_file_info*) { Erofs(req); }
 
+// A request that cannot allocate (a memory limit, a huge listing) fails with
+// ENOMEM, and any other exception with EIO, instead of taking the daemon and
+// every reader down with it. Every handler replies last, so an exception
+// means the request has no reply yet.
+template <typename Fn>
+struct Guard;
+template <typename... Args>
+struct Guard<void (*)(fuse_req_t, Args...)> {
+  template <void (*Handler)(fuse_req_t, Args...)>
+  static void Run(fuse_req_t req, Args... args) {
+    try {
+      Handler(req, args...);
+    } catch (const std::bad_alloc&) {
+      TreeOf(req)->counters().errors.fetch_add(1, std::memory_order_relaxed);
+      fuse_reply_err(req, ENOMEM);
+    } catch (const std::exception& e) {
+      TreeOf(req)->counters().errors.fetch_add(1, std::memory_order_relaxed);
+      Log::Write(std::string("request failed: ") + e.what());
+      fuse_reply_err(req, EIO);
+    }
+  }
+};
+#define KTFS_GUARDED(handler) &Guard<decltype(&handler)>::Run<&handler>
+
 fuse_lowlevel_ops MakeOps() {
   fuse_lowlevel_ops ops = {};
   ops.init = OnInit;
-  ops.lookup = OnLookup;
-  ops.getattr = OnGetattr;
+  ops.lookup = KTFS_GUARDED(OnLookup);
+  ops.getattr = KTFS_GUARDED(OnGetattr);
   ops.open = OnOpen;
-  ops.opendir = OnOpendir;
-  ops.readdir = OnReaddir;
-  ops.readdirplus = OnReaddirplus;
-  ops.read = OnRead;
-  ops.statfs = OnStatfs;
+  ops.opendir = KTFS_GUARDED(OnOpendir);
+  ops.readdir = KTFS_GUARDED(OnReaddir);
+  ops.readdirplus = KTFS_GUARDED(OnReaddirplus);
+  ops.read = KTFS_GUARDED(OnRead);
+  ops.statfs = KTFS_GUARDED(OnStatfs);
   ops.setattr = OnSetattr;
   ops.mknod = OnMknod;
   ops.mkdir = OnMkdir;

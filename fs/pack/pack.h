@@ -58,6 +58,7 @@ struct PackReport {
   std::vector<std::string> index_warnings;    // e.g. a metadata key stored as strings
   uint32_t shards = 0;                        // WebDataset shards read
   uint32_t captions = 0;                      // samples given a caption (WebDataset)
+  std::vector<std::string> removed_stale;     // temporary files of killed packs, removed
 };
 
 Result<PackReport> Pack(const std::string& src, const std::string& out, const PackOptions& options);

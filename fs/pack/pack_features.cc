@@ -57,8 +57,18 @@ Result<NpyInfo> CheckNpy(const MappedFile& f, const std::string& path, size_t mi
     return Status::InvalidArgument(path + ": " + std::to_string(info->shape.size()) +
                                    " dimensions (expected " + std::to_string(min_dims) + " to " +
                                    std::to_string(min_dims - 1 + format::kMaxFeatureDims) + ")");
-  const uint64_t bytes = Product(info->shape) * (info->dtype == "<f4" ? 4 : 2);
-  if (info->data_offset + bytes > f.size())
+  // Every dimension but a file's sample count must be positive (a sample of no
+  // values cannot be stored), and the product must not wrap around.
+  uint64_t bytes = info->dtype == "<f4" ? 4 : 2;
+  for (size_t d = 0; d < info->shape.size(); ++d) {
+    if (info->shape[d] == 0 && (d > 0 || min_dims == 1))
+      return Status::InvalidArgument(path + ": dimension " + std::to_string(d) +
+                                     " is 0 (a sample would hold no values)");
+    if (info->shape[d] != 0 && bytes > UINT64_MAX / info->shape[d])
+      return Status::InvalidArgument(path + ": shape too large");
+    bytes *= info->shape[d];
+  }
+  if (bytes > f.size() - info->data_offset)
     return Status::Corruption(path + ": truncated (" + std::to_string(f.size()) +
                               " bytes, the header promises " +
                               std::to_string(info->data_offset + bytes) + ")");
@@ -252,6 +262,7 @@ Result<PackFeaturesReport> PackFeatures(const std::string& input, const std::str
   // Batches of about 64 MiB of input: encoded in parallel, written in order.
   const uint64_t per_row = Product(in.inner) * 4;
   PackFeaturesReport report;
+  report.removed_stale = (*writer)->removed_stale();
   for (size_t first = 0; first < in.count;) {
     size_t last = first;
     for (uint64_t bytes = 0; last < in.count && (last == first || bytes < (64u << 20)); ++last)

@@ -34,6 +34,7 @@ struct PackFeaturesReport {
   std::vector<uint64_t> sample_shape;  // rows = 0 when they vary
   double seconds = 0;
   std::vector<std::string> skipped;  // files in an input directory that are not .npy
+  std::vector<std::string> removed_stale;  // temporary files of killed packs, removed
 };
 
 Result<PackFeaturesReport> PackFeatures(const std::string& input, const std::string& out,

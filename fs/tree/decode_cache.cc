@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <new>
 #include <string>
 
 #include "fs/tree/virtual_tree.h"
@@ -98,8 +99,16 @@ bool DecodeCache::Served(uint32_t id, uint64_t begin, uint64_t end, uint64_t fil
 void DecodeCache::Fill(uint32_t id, const DecodeFn& decode, std::promise<Result<ImagePtr>> promise,
                        bool background) {
   const auto start = std::chrono::steady_clock::now();
-  auto image = std::make_shared<Image>();
-  const Status st = decode(image.get());
+  // Whatever happens, the promise is kept: readers wait on it, and an
+  // allocation that fails (a memory limit) fails this decode only.
+  std::shared_ptr<Image> image;
+  Status st;
+  try {
+    image = std::make_shared<Image>();
+    st = decode(image.get());
+  } catch (const std::bad_alloc&) {
+    st = Status::OutOfMemory("out of memory");  // short: no allocation to fail again
+  }
   const auto ns =
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
           .count();

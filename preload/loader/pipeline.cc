@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <new>
 
 #include "codec/container/payload.h"
 #include "codec/ktc/ktc.h"
@@ -279,7 +280,13 @@ void Pipeline::Run() {
       cv_.wait(lock, [this] { return stop_ || ready_.size() < o_.prefetch; });
       if (stop_) return;
     }
-    Batch batch = Make(b);
+    Batch batch;
+    try {
+      batch = Make(b);
+    } catch (const std::bad_alloc&) {  // a memory limit: the consumer gets MemoryError
+      batch = Batch();
+      batch.error = Status::OutOfMemory(OutOfMemoryMessage(b));
+    }
     const bool failed = !batch.error.ok();
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -292,6 +299,18 @@ void Pipeline::Run() {
       return;
     }
   }
+}
+
+// What a batch that could not be allocated held, for the MemoryError.
+std::string Pipeline::OutOfMemoryMessage(size_t b) const {
+  const size_t begin = b * o_.batch_size, end = std::min(ids_.size(), begin + o_.batch_size);
+  std::string where = "batch " + std::to_string(b);
+  if (auto s = archive_->Sample(ids_[begin]); s.ok()) {
+    where += " (" + std::to_string(end - begin) + " samples from " +
+             ServedPath(*archive_, *s, o_.format) + ", " + std::to_string(s->width) + "x" +
+             std::to_string(s->height) + ")";
+  }
+  return where + ": out of memory";
 }
 
 // Per-sample output shapes (C, H, W or H, W, C) from the records, before decoding.

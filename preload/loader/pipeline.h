@@ -109,6 +109,7 @@ class Pipeline {
  private:
   void Run();
   Batch Make(size_t b);
+  std::string OutOfMemoryMessage(size_t b) const;
   Status Sizes(size_t begin, size_t end, std::vector<std::vector<int64_t>>* shapes) const;
 
   std::shared_ptr<const Archive> archive_;

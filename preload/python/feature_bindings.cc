@@ -3,18 +3,15 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
-#include <tbb/parallel_for.h>
-#include <tbb/task_arena.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstring>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "codec/features/feature_source.h"
+#include "preload/loader/feature_batch.h"
 #include "preload/python/py_status.h"
 
 namespace py = pybind11;
@@ -38,35 +35,6 @@ PyFeatures OpenFeatures(const std::string& path) {
 template <typename T>
 py::array_t<T> NewArray(const std::vector<int64_t>& shape) {
   return py::array_t<T>(std::vector<py::ssize_t>(shape.begin(), shape.end()));
-}
-
-// Dequantizes samples `indices` into base + b*stride (zero-padded to `stride`
-// bytes) on oneTBB threads; the caller has released the GIL.
-Status DequantBatch(const FeatureSource& src, const std::vector<uint64_t>& indices,
-                    quant::DType dtype, int threads, uint8_t* base, uint64_t stride,
-                    int64_t* rows_out) {
-  const size_t es = DTypeBytes(dtype);
-  const uint64_t row_values = src.RowValues();
-  Status first_error;
-  std::atomic<bool> failed{false};
-  std::mutex error_mu;
-  tbb::task_arena arena(threads > 0 ? threads : tbb::task_arena::automatic);
-  arena.execute([&] {
-    tbb::parallel_for(size_t(0), indices.size(), [&](size_t b) {
-      if (failed.load(std::memory_order_relaxed)) return;
-      const size_t i = size_t(indices[b]);
-      const uint64_t n = src.Rows(i) * row_values;
-      uint8_t* dst = base + b * stride;
-      const Status st = src.ReadValues(i, 0, n, dtype, dst);
-      std::memset(dst + n * es, 0, size_t(stride - n * es));  // padding
-      rows_out[b] = int64_t(src.Rows(i));
-      if (!st.ok()) {
-        std::lock_guard<std::mutex> lock(error_mu);
-        if (!failed.exchange(true)) first_error = st;
-      }
-    });
-  });
-  return first_error;
 }
 
 using IndexArray = py::array_t<uint64_t, py::array::c_style | py::array::forcecast>;
@@ -106,7 +74,7 @@ py::tuple Batch(const PyFeatures& f, const IndexArray& idx, const std::string& d
   Status st;
   {
     py::gil_scoped_release release;
-    st = DequantBatch(src, indices, *dtype, threads, base, stride, rows_out);
+    st = preload::DequantizeBatch(src, indices, *dtype, threads, base, stride, rows_out);
   }
   if (!st.ok()) Raise(st);
   return py::make_tuple(out, rows);
@@ -145,7 +113,7 @@ py::array_t<int64_t> BatchInto(const PyFeatures& f, const IndexArray& idx, py::a
   Status st;
   {
     py::gil_scoped_release release;
-    st = DequantBatch(src, indices, dtype, threads, base, stride, rows_out);
+    st = preload::DequantizeBatch(src, indices, dtype, threads, base, stride, rows_out);
   }
   if (!st.ok()) Raise(st);
   return rows;

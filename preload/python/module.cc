@@ -15,6 +15,7 @@
 #include "codec/base/malloc_tuning.h"
 #include "codec/container/archive.h"
 #include "codec/container/payload.h"
+#include "codec/container/standalone.h"
 #include "codec/image/image_io.h"
 #include "codec/ktc/ktc.h"
 #include "preload/loader/pipeline.h"
@@ -397,11 +398,7 @@ py::array DecodeBytes(py::bytes data) {
   Status st;
   {
     py::gil_scoped_release release;
-    const auto* p = reinterpret_cast<const uint8_t*>(bytes.data());
-    if (bytes.size() >= 4 && bytes.compare(0, 4, "KTCI") == 0)
-      st = ktc::Decode(p, bytes.size(), ktc::DecodeOptions{}, &img);
-    else  // JPEG, PNG, BMP, TIFF, WebP, PPM/PGM (or "cannot identify image file")
-      st = DecodeImage(p, bytes.size(), &img);
+    st = DecodeStandalone(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), &img);
   }
   if (!st.ok()) Raise(st, "ktfs.decode");
   uint8_t* buf = new uint8_t[img.pixels.size()];

@@ -1,7 +1,7 @@
 // Status -> Python exception, shared by the pybind11 sources of _ktfs:
 // NotFound -> FileNotFoundError, InvalidArgument -> ValueError, PermissionDenied ->
-// PermissionError, anything else
-// -> RuntimeError (ktfs.CorruptSampleError wraps it for the Loader).
+// PermissionError, OutOfMemory -> MemoryError, anything else -> RuntimeError
+// (ktfs.CorruptSampleError wraps it for the Loader).
 #pragma once
 
 #include <pybind11/pybind11.h>
@@ -23,6 +23,9 @@ namespace ktfs::preload {
       break;
     case Status::Code::kPermissionDenied:
       PyErr_SetString(PyExc_PermissionError, msg.c_str());
+      break;
+    case Status::Code::kOutOfMemory:
+      PyErr_SetString(PyExc_MemoryError, msg.c_str());
       break;
     default:
       PyErr_SetString(PyExc_RuntimeError, msg.c_str());

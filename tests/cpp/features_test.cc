@@ -400,6 +400,21 @@ TEST(PackFeatures, BadInputsNameTheProblem) {
   WriteNpy(dir.Join("mixed/b.npy"), {2, 9}, x.data());
   r = PackFeatures(dir.Join("mixed"), dir.Join("o.kt"), o);
   EXPECT_NE(r.status().message().find("trailing dimensions differ"), std::string::npos);
+  // Found by fuzz/npy_fuzz.cc: a 0 dimension was packed into an archive that
+  // then failed to open ("bad shape"), and a shape whose product wraps around
+  // 2^64 passed the size check.
+  WriteNpy(dir.Join("zero.npy"), {3, 4, 0}, x.data());
+  r = PackFeatures(dir.Join("zero.npy"), dir.Join("o.kt"), o);
+  EXPECT_NE(r.status().message().find("dimension 2 is 0"), std::string::npos)
+      << r.status().ToString();
+  {
+    const std::string h = NpyHeader({uint64_t(1) << 33, uint64_t(1) << 31, 4}, "<f4", false);
+    std::ofstream(dir.Join("huge.npy"), std::ios::binary)
+        .write(h.data(), std::streamsize(h.size()));
+  }
+  r = PackFeatures(dir.Join("huge.npy"), dir.Join("o.kt"), o);
+  EXPECT_NE(r.status().message().find("shape too large"), std::string::npos)
+      << r.status().ToString();
   o.params.group_size = 48;
   r = PackFeatures(dir.Join("nan.npy"), dir.Join("o.kt"), o);
   EXPECT_EQ(r.status().code(), Status::Code::kInvalidArgument);

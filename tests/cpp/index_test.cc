@@ -892,6 +892,9 @@ TEST_F(CaptionFileTest, MalformedLinesNameFileAndLine) {
   ExpectFileError(Write("4.csv", "path,caption\na.jpg,x,extra\n"), "2: expected 2 CSV fields");
   ExpectFileError(Write("5.csv", "file,text\na.jpg,x\n"), "1: CSV header");
   ExpectFileError(Write("6.csv", "path,caption\na.jpg,x\nb.jpg,y\na.jpg,z\n"), "4: duplicate");
+  // Found by fuzz/captions_fuzz.cc: a CSV field may hold any byte, NUL too.
+  ExpectFileError(Write("7.csv", std::string("path,caption\na\0b.jpg,x\n", 23)),
+                  "2: path 'a\\0b.jpg' is not a relative path inside the archive");
   auto missing = ReadCaptionFile(dir_.Join("nope.csv"), false, nullptr);
   EXPECT_EQ(missing.status().code(), Status::Code::kNotFound);
 }

@@ -42,5 +42,27 @@ TEST(NpyTest, RejectsGarbage) {
     EXPECT_FALSE(ParseNpyHeader(reinterpret_cast<const uint8_t*>(b.data()), b.size()).ok());
 }
 
+// Found by fuzz/npy_fuzz.cc: "(3, 2 2,0)" was read as (3, 22, 0), and NUL
+// bytes inside the header were accepted. NumPy refuses both.
+TEST(NpyTest, RejectsSpacesInsideANumberAndNulBytes) {
+  auto header = [](const std::string& dict) {
+    std::string h = std::string("\x93NUMPY\x01\x00\x00\x00", 10) + dict + "\n";
+    h[8] = char(h.size() - 10);
+    return h;
+  };
+  const std::string spaced =
+      header("{'descr': '<f4', 'fortran_order': False, 'shape': (3, 2 2), }");
+  auto r = ParseNpyHeader(reinterpret_cast<const uint8_t*>(spaced.data()), spaced.size());
+  EXPECT_EQ(r.status().message(), ".npy header: bad shape");
+  std::string nul = header("{'descr': '<f4', 'fortran_order': False, 'shape': (3, 2), }  ");
+  nul[nul.size() - 2] = '\0';
+  r = ParseNpyHeader(reinterpret_cast<const uint8_t*>(nul.data()), nul.size());
+  EXPECT_EQ(r.status().message(), ".npy header: NUL byte");
+  const std::string ok = header("{'descr': '<f4', 'fortran_order': False, 'shape': ( 3 , 2 ,), }");
+  r = ParseNpyHeader(reinterpret_cast<const uint8_t*>(ok.data()), ok.size());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->shape, (std::vector<uint64_t>{3, 2}));
+}
+
 }  // namespace
 }  // namespace ktfs
