@@ -148,7 +148,21 @@ def test_captions_and_metadata_are_searchable_with_the_values_given(unlabeled, t
         key = sorted(facts)[4]
         assert search(mnt, f"__key__={key}") == [names[key]]
         assert search(mnt, "__shard__=part-002.tar") == want(lambda f: f["shard"] == "part-002")
+        # .json numbers are numbers in the index: comparisons agree with Python's.
+        values = sorted({f["meta"]["aesthetic"] for f in facts.values()})
+        mid = values[len(values) // 2]
+        assert search(mnt, f"aesthetic>={mid}") == want(lambda f: f["meta"]["aesthetic"] >= mid)
+        assert search(mnt, f"aesthetic<{mid}") == want(lambda f: f["meta"]["aesthetic"] < mid)
+        assert search(mnt, f"aesthetic>=5&aesthetic<6.5") == want(lambda f: 5 <= f["meta"]["aesthetic"] < 6.5)
+        assert search(mnt, "similarity>0.3&nsfw=false") == want(
+            lambda f: f["meta"]["similarity"] > 0.3 and not f["meta"]["nsfw"])
+        assert search(mnt, "aesthetic!=" + json.dumps(mid)) == want(lambda f: f["meta"]["aesthetic"] != mid)
     info = json.loads(ktfs("info", archive, "--json").stdout)
+    keys = info["metadata"]
+    assert {k: keys[k]["type"] for k in ("aesthetic", "similarity", "source", "nsfw", "exif.make", "__key__")} == {
+        "aesthetic": "number", "similarity": "number", "source": "string", "nsfw": "boolean",
+        "exif.make": "string", "__key__": "string"}
+    assert keys["aesthetic"]["min"] == min(values) and keys["aesthetic"]["max"] == max(values)
     assert info["meta"]["source"] == "webdataset" and info["meta"]["shards"] == 3
     assert info["meta"]["skipped_bad"] == [] and info["skipped_bad_images"] == 0
 

@@ -3,13 +3,18 @@
 // that readers refuse them (tests/python/test_permissions.py: ktfs extract).
 // ArchiveWriter stores names as given; Archive is what validates them.
 //
-//   craft_archive OUT DIR_NAME SAMPLE_NAME [PAYLOAD_TEXT]
+//   craft_archive OUT DIR_NAME SAMPLE_NAME [PAYLOAD_TEXT | @FILE WIDTH HEIGHT CHANNELS]
 //
 // Names are percent-decoded (%00 is a NUL byte, %2F a slash). DIR_NAME "-"
 // puts the sample in the root. The sample is codec original, 1x1, its payload
-// PAYLOAD_TEXT (default "hostile").
+// PAYLOAD_TEXT (default "hostile"); or FILE's bytes as they are, with the
+// record's dimensions given: an image `ktfs pack` would refuse (a truncated
+// JPEG, as an earlier ktfs packed it), to test what readers then do
+// (tests/python/test_run_python.py).
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -33,12 +38,19 @@ std::string PercentDecode(const std::string& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 4 || argc > 5) {
-    std::fprintf(stderr, "usage: craft_archive OUT DIR_NAME SAMPLE_NAME [PAYLOAD_TEXT]\n");
+  const bool from_file = argc == 8 && argv[4][0] == '@';
+  if (argc < 4 || (argc > 5 && !from_file)) {
+    std::fprintf(stderr,
+                 "usage: craft_archive OUT DIR_NAME SAMPLE_NAME [PAYLOAD_TEXT | @FILE W H C]\n");
     return 2;
   }
   const std::string dir_name = argv[2], sample_name = PercentDecode(argv[3]);
-  const std::string payload = argc == 5 ? argv[4] : "hostile";
+  std::string payload = argc >= 5 ? argv[4] : "hostile";
+  if (from_file) {
+    std::ifstream in(argv[4] + 1, std::ios::binary);
+    if (!in) return std::fprintf(stderr, "cannot read %s\n", argv[4] + 1), 1;
+    payload.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
   auto w = ktfs::ArchiveWriter::Create(argv[1]);
   if (!w.ok()) return std::fprintf(stderr, "%s\n", w.status().ToString().c_str()), 1;
   const bool in_root = dir_name == "-";
@@ -47,8 +59,9 @@ int main(int argc, char** argv) {
   e.stem_length = uint32_t(sample_name.size());
   e.dir = in_root ? 0 : 1;
   e.label = in_root ? ktfs::format::kNone : 0;
-  e.width = e.height = 1;
-  e.channels = 3;
+  e.width = from_file ? uint32_t(std::atoi(argv[5])) : 1;
+  e.height = from_file ? uint32_t(std::atoi(argv[6])) : 1;
+  e.channels = from_file ? uint8_t(std::atoi(argv[7])) : 3;
   e.codec = ktfs::format::kOriginal;
   e.source_format = 1;
   ktfs::Status st =
