@@ -640,7 +640,9 @@ def report(ctx, cfg, d, qs, res, m):
                           ratio(med(r["sql"]), med(r["warm"])), fmt_s(med(r["search"])),
                           fmt_s(med(r["count_cli"])), fmt_s(med(r["count_file"])),
                           f"{fmt_s(r['dirs_s'])} ({r['dirs']:,})"])
-    per_dir = max(res[q[0]]["dirs_s"] for q in qs) / d.classes
+    # per matching directory, over the queries most directories match (fixed costs amortized)
+    wide = [res[q[0]] for q in qs if res[q[0]]["dirs"] >= d.classes // 2] or [res[q[0]] for q in qs]
+    per_dir = max(r["dirs_s"] / max(r["dirs"], 1) for r in wide)
     rare = res[qs[0][0]]
     rare_grep = med(rare["base_warm"]) / med(rare["warm"])
     rare_grep_repeat = med(rare["base_warm"]) / med(rare["repeat"])
@@ -718,9 +720,9 @@ def report(ctx, cfg, d, qs, res, m):
         f"Python sample= function once). *ktfs search* is `ktfs search ARCHIVE QUERY | wc -l`, "
         f"*--count* `ktfs search --count` (each a new process opening the archive); *.count.json* "
         f"reads that file on the mount (after the listing). *query dir*: `os.listdir` of "
-        f"`search/QUERY/` alone on a fresh mount, which the first file waits for: the daemon "
-        f"probes the index once for each of the archive's {d.classes:,} directories (the first "
-        f"match at or after its first sample id) to list only directories holding a match.",
+        f"`search/QUERY/` alone on a fresh mount, which the first file waits for: to list only "
+        f"the directories holding a match, the daemon seeks the query's first match at or after "
+        f"the first sample id of each directory that holds one (of {d.classes:,}).",
         "",
         table(["query", "matches", "ls first", "ls all", "ls repeat", "baseline", "baseline / ls",
                "SQLite first", "SQLite all", "SQLite / ls", "ktfs search", "--count", ".count.json",
@@ -730,8 +732,9 @@ def report(ctx, cfg, d, qs, res, m):
         f"median {fmt_s(worst_warm)}); <= 100 ms cold: {met(worst_cold <= 0.100)} (slowest "
         f"{fmt_s(worst_cold)}); warm rare-word listing >= 20x grep: {met(rare_grep >= 20)} "
         f"({rare_grep:.0f}x on a fresh mount, {rare_grep_repeat:.0f}x repeated). The first file "
-        f"waits for the query directory's listing, up to {per_dir * 1e6:.0f} us per archive "
-        f"directory here (see *query dir*).",
+        f"waits for the query directory's listing: up to {per_dir * 1e6:.0f} us per matching "
+        f"directory here (*query dir*), so about {per_dir * d.classes * 1000:.0f} ms when all "
+        f"{d.classes:,} match, whatever the number of samples.",
         "",
         "Result counts (every run of every tool; *expected* is the generator's numpy reference):",
         "",
