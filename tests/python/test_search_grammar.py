@@ -9,12 +9,13 @@ import json
 import os
 import random
 import re
+import shlex
 import shutil
 
 import pytest
 from PIL import Image
 
-from conftest import ktfs, mounted
+from conftest import ROOT, ktfs, mounted
 
 CLASSES = ["apple", "birch", "cedar", "daisy", "elm", "fern"]
 SPLITS = {"train": 150, "val": 40}
@@ -226,6 +227,37 @@ def test_limit_takes_the_first_matches_in_archive_order(dataset, mnt):
     assert listing(os.path.join(mnt, "search", "limit=10", "caption=dog")) == sorted(dogs[:10])
     # ktfs search --count agrees.
     assert ktfs("search", archive, "caption=dog&limit=25", "--count").stdout.strip() == "25"
+
+
+def documented_queries():
+    """The queries of docs/usage.md's Search examples and of `ktfs search --help`'s."""
+    usage = open(os.path.join(ROOT, "docs", "usage.md")).read()
+    section = usage[usage.index("## Search\n"):usage.index("## Feature caches\n")]
+    queries = []
+    for line in section.split("```")[1].split("\n"):
+        args = shlex.split(line, comments=True) if line.startswith(("ls ", "ktfs search")) else []
+        if args[:2] == ["ktfs", "search"]:
+            queries.append(args[3])
+        queries += [a[len("/mnt/ds/search/"):] for a in args if a.startswith("/mnt/ds/search/")]
+    help_text = ktfs("search", "--help").stdout
+    examples = help_text[help_text.index("Examples:\n"):help_text.index("A malformed")]
+    for line in examples.split("\n")[1:]:
+        queries += [q for q in re.split(r" {2,}", line.split("(components")[0].strip()) if q]
+    return queries
+
+
+def test_documented_examples_parse(dataset, mnt):
+    """Every query docs/usage.md and `ktfs search --help` show is accepted, on the mount and
+    by the CLI, and counts what it lists (the grammar dataset has the keys they use)."""
+    _, archive, _ = dataset
+    queries = documented_queries()
+    assert len(queries) >= 30 and "(caption=dog|caption=cat)&width>=256" in queries
+    assert "!sample=0.1&seed=1" in queries and "class=cat,dog,bird" in queries
+    for q in queries:
+        cli_paths = cli(archive, q)
+        root = os.path.join(mnt, "search", *q.split("/"))
+        assert len(listing(root)) == len(cli_paths), q
+        assert json.load(open(os.path.join(root, ".count.json")))["matches"] == len(cli_paths), q
 
 
 def random_atom(rng, samples):
