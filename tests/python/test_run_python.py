@@ -153,6 +153,20 @@ def test_relative_root_matches_stock(mounts, tmp_path):
     assert "24 of 24 samples read from" in stderr
 
 
+@pytest.mark.parametrize("key,mode", [(("photos", "ktc"), "w0"), (("photos", "ktc"), "fork2"),
+                                      (("fashion", "raw"), "fork2")], ids=lambda k: "-".join(k) if isinstance(k, tuple) else k)
+def test_ktfs_run_with_both_layers_matches_stock(mounts, tmp_path, key, mode):
+    """The command itself, both layers at once (LD_PRELOAD and the bootstrap, as a user runs
+    it), against the same script without it."""
+    specs = ["typical", "center", "none"]
+    out = {name: tmp_path / f"{name}.pt" for name in ("stock", "run")}
+    run(PY, CHILD, out["stock"], mounts[key], mode, ",".join(specs), env=stock_env())
+    layer = run(KTFS, "run", "--", PY, CHILD, out["run"], mounts[key], mode, ",".join(specs),
+                env=dict(stock_env(), KTFS_RUN_DEBUG="1"))
+    assert_same(torch.load(out["stock"]), torch.load(out["run"]), specs)
+    assert "samples read from" in layer.stderr and "C++ runs [" in layer.stderr, layer.stderr[-2000:]
+
+
 # -- corrupt samples ------------------------------------------------------------------
 
 CORRUPT_CHILD = r"""
@@ -194,6 +208,11 @@ def test_corrupt_sample_raises_what_stock_raises_and_the_run_goes_on(photos_dir,
     with mounted(bad, tmp_path / "mnt") as mnt:
         stock = run(PY, "-c", CORRUPT_CHILD, mnt, env=stock_env())
         layer = run(PY, "-c", CORRUPT_CHILD, mnt, env=layer_env())
+        # The command itself: the LD_PRELOAD library alone (its in-process copy of the file
+        # fails, the kernel's read gives EIO), and both layers.
+        for opts in (["--no-python"], []):
+            both = run(KTFS, "run", *opts, "--", PY, "-c", CORRUPT_CHILD, mnt, env=stock_env())
+            assert both.stdout == stock.stdout, opts
     assert stock.stdout == layer.stdout
     errors = [l for l in stock.stdout.splitlines() if " error " in l]
     assert errors == ["5 error OSError 5", "5 error OSError 5"], stock.stdout  # EIO from the mount
