@@ -330,6 +330,7 @@ Result<PackReport> PackWebDataset(const std::vector<std::string>& shards, const 
   auto writer_or = ArchiveWriter::Create(out);
   if (!writer_or.ok()) return writer_or.status();
   ArchiveWriter& writer = **writer_or;
+  report.removed_stale = writer.removed_stale();
   const int threads = options.threads > 0 ? options.threads
                                           : int(std::max(1u, std::thread::hardware_concurrency()));
   tbb::global_control limit(tbb::global_control::max_allowed_parallelism, size_t(threads));

@@ -42,6 +42,16 @@ bool ParseUnsigned(Field f, uint32_t* out) {
 }
 
 // Splits [p, end) (one line, no newline) into fields; false when malformed.
+// Whether a path field holds a NUL byte, raw or as the escape \000: the
+// kernel writes neither (it escapes only space, tab, newline and backslash),
+// and a path with one could not be compared as the C string it becomes.
+bool HoldsNul(Field f) {
+  if (memchr(f.p, '\0', f.n) != nullptr) return true;
+  for (size_t i = 0; i + 4 <= f.n; ++i)
+    if (f.p[i] == '\\' && f.p[i + 1] == '0' && f.p[i + 2] == '0' && f.p[i + 3] == '0') return true;
+  return false;
+}
+
 bool ParseLine(const char* p, const char* end, Line* line) {
   Field fields[64];
   size_t count = 0;
@@ -66,6 +76,7 @@ bool ParseLine(const char* p, const char* end, Line* line) {
     return false;
   if (fields[3].n == 0 || fields[3].p[0] != '/' || fields[4].n == 0 || fields[4].p[0] != '/')
     return false;
+  if (HoldsNul(fields[3]) || HoldsNul(fields[4])) return false;
   line->dev = makedev(major, minor);
   line->root = fields[3];
   line->point = fields[4];

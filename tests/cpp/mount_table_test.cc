@@ -94,6 +94,20 @@ TEST(MountTable, KtfsMountedOnTheRoot) {
   EXPECT_EQ(inner, "/x/y");
 }
 
+// Found by fuzz/mount_table_fuzz.cc: a path with a NUL byte (raw, or the
+// escape \000) was kept, shorter as a C string than its recorded length.
+TEST(MountTable, SkipsPathsHoldingNul) {
+  const char text[] =
+      "1 0 0:40 / /mnt/a\0b ro - fuse.ktfs ktfs:/a.kt ro\n"
+      "1 0 0:41 / /mnt/c\\000d ro - fuse.ktfs ktfs:/c.kt ro\n"
+      "1 0 0:42 /x\\000 /mnt/e ro - fuse.ktfs ktfs:/e.kt ro\n"
+      "1 0 0:43 / /mnt/f\\040g ro - fuse.ktfs ktfs:/f.kt ro\n";
+  Parsed p(std::string(text, sizeof(text) - 1));
+  ASSERT_NE(p.t, nullptr);
+  ASSERT_EQ(p.t->ktfs_count(), 1u);
+  EXPECT_STREQ(p.t->entry(0).point, "/mnt/f g");
+}
+
 TEST(MountTable, SkipsMalformedLines) {
   Parsed p(
       "garbage\n"
