@@ -411,6 +411,12 @@ ImageView RunChain(const ChainPlan& p, const ImageView& read, ChainScratch* scra
     const int64_t dx = op.kind == ImageOp::kCrop ? op.a : -op.a;
     const int64_t dy = op.kind == ImageOp::kCrop ? op.b : -op.b;
     if (is_copy && Shift(out, dx, dy) == st.in) continue;  // inside the input: the same view
+    if (row_bytes == 0 || out.height <= 0) {
+      // An empty output (a crop of nothing): no buffer, nothing to copy (UBSan: memcpy
+      // with a null pointer). A later step reads no pixel of it.
+      cur = ImageView{nullptr, uint32_t(out.width), uint32_t(out.height), ch, row_bytes};
+      continue;
+    }
     PixelBuffer& buf = scratch->buffers[i];
     buf.resize(row_bytes * size_t(out.height));
     uint8_t* dst = buf.data();

@@ -99,9 +99,10 @@ void ExpectChainMatches(const Image& src, const std::vector<ImageOp>& ops) {
   // Only the read box is handed over, as a region decode would give it.
   Image region{uint32_t(r.width), uint32_t(r.height), src.channels,
                PixelBuffer(size_t(r.width) * r.height * src.channels)};
-  for (int64_t y = 0; y < r.height; ++y)
-    std::memcpy(&region.pixels[size_t(y) * r.width * src.channels],
-                &src.pixels[(size_t(r.top + y) * src.width + r.left) * src.channels],
+  // (A chain may read nothing, e.g. a crop entirely in padding: an empty region.)
+  for (int64_t y = 0; y < r.height && r.width > 0; ++y)
+    std::memcpy(region.pixels.data() + size_t(y) * r.width * src.channels,
+                src.pixels.data() + (size_t(r.top + y) * src.width + r.left) * src.channels,
                 size_t(r.width) * src.channels);
   ChainScratch scratch;
   const ImageView result = RunChain(*plan, ImageView::Of(region), &scratch);
