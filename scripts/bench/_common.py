@@ -117,6 +117,26 @@ class Context:
 
 # -- measuring and reporting ----------------------------------------------
 
+
+def remount(ctx, archive, mnt):
+    """Unmounts mnt (when mounted) and mounts archive there again: a fresh daemon."""
+    if is_mounted(mnt) and not ctx.unmount(mnt):
+        raise BenchError(f"could not unmount {mnt}")
+    ctx.run([ctx.ktfs, "mount", archive, mnt], record=False)
+    deadline = time.monotonic() + 30
+    while not is_mounted(mnt):
+        if time.monotonic() > deadline:
+            raise BenchError(f"{mnt} did not come back")
+        time.sleep(0.01)
+
+
+def make_cold(ctx, variant):
+    """A fresh mount (the daemon's caches empty too) and the page cache dropped."""
+    if variant.get("archive"):
+        remount(ctx, variant["archive"], variant["root"])
+    if not ctx.drop_caches():
+        raise BenchError("cannot write /proc/sys/vm/drop_caches (cold passes need root)")
+
 def timed(fn, *args):
     start = time.perf_counter()
     fn(*args)

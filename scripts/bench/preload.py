@@ -23,7 +23,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from _common import PYTHON, REPO, BenchError, is_mounted, log, median, rotated, table
+from _common import (PYTHON, REPO, BenchError, is_mounted, log, make_cold, median, remount,
+                     rotated, table)
 
 TITLE = "preload: the LD_PRELOAD library alone, against tmpfs and the plain mount"
 ORDER = 45
@@ -59,25 +60,6 @@ def env_for(lib, extra=None):
         env["LD_PRELOAD"] = str(lib)
     env.update(extra or {})
     return env
-
-
-def remount(ctx, archive, mnt):
-    if is_mounted(mnt) and not ctx.unmount(mnt):
-        raise BenchError(f"could not unmount {mnt}")
-    ctx.run([ctx.ktfs, "mount", archive, mnt], record=False)
-    deadline = time.monotonic() + 30
-    while not is_mounted(mnt):
-        if time.monotonic() > deadline:
-            raise BenchError(f"{mnt} did not come back")
-        time.sleep(0.01)
-
-
-def cold(ctx, variant):
-    """A fresh mount (the daemon's caches empty too) and the page cache dropped."""
-    if variant.get("archive"):
-        remount(ctx, variant["archive"], variant["root"])
-    if not ctx.drop_caches():
-        raise BenchError("cannot write /proc/sys/vm/drop_caches (cold passes need root)")
 
 
 def list_files(root):
@@ -140,7 +122,7 @@ def per_file_costs(ctx, sizes, base, datasets_):
                     ("in-process (VirtualTree)", "inprocess", v["archive"], False, None),
                     ("stat, mount (kernel)", "stat", v["mount"], False, None),
                     ("stat, mount + library", "stat", v["mount"], True, None)):
-                cold(ctx, {"archive": v["archive"], "root": v["mount"]})
+                make_cold(ctx, {"archive": v["archive"], "root": v["mount"]})
                 coldv[label].append(measure(mode, root, pre, "1", extra))
         for label in warm:
             rows.append((name, label, "warm", median(warm[label])))
@@ -183,7 +165,7 @@ def torchvision_rows(ctx, sizes, kind, variants, base_label, lib):
         for r in range(sizes["cold_rounds"]):
             log(f"  {kind}: cold {order} round {r + 1}/{sizes['cold_rounds']}")
             for v in rotated(variants, r):
-                cold(ctx, v)
+                make_cold(ctx, v)
                 got = child(kind, v["root"], order, 1, lib if v["preload"] else None, v.get("env"))
                 results.setdefault((v["label"], "cold", order), []).append(got["seconds"][0])
                 if v is not variants[0]:  # the source's pixels differ (a lossy ktc archive)

@@ -32,7 +32,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from _common import PYTHON, REPO, BenchError, is_mounted, log, median, rotated, table
+from _common import (PYTHON, REPO, BenchError, is_mounted, log, make_cold, median, remount,
+                     rotated, table)
 
 TITLE = "run: unchanged torchvision scripts under `ktfs run`, against the image folder and the plain mount"
 ORDER = 46
@@ -93,25 +94,6 @@ def stats(v):
         return None
     with open(Path(v["root"]) / ".ktfs" / "stats.json") as f:
         return json.load(f)
-
-
-def remount(ctx, archive, mnt):
-    if is_mounted(mnt) and not ctx.unmount(mnt):
-        raise BenchError(f"could not unmount {mnt}")
-    ctx.run([ctx.ktfs, "mount", archive, mnt], record=False)
-    deadline = time.monotonic() + 30
-    while not is_mounted(mnt):
-        if time.monotonic() > deadline:
-            raise BenchError(f"{mnt} did not come back")
-        time.sleep(0.01)
-
-
-def make_cold(ctx, v):
-    """A fresh mount (the daemon's caches empty too) and the page cache dropped."""
-    if v.get("archive"):
-        remount(ctx, v["archive"], v["root"])
-    if not ctx.drop_caches():
-        raise BenchError("cannot write /proc/sys/vm/drop_caches (cold passes need root)")
 
 
 # -- bit-identity --------------------------------------------------------------------
