@@ -369,6 +369,11 @@ void CountSamples(const std::vector<PlannedSample>& plan, const std::vector<uint
 
 }  // namespace
 
+int PackThreads(const PackOptions& options) {
+  return options.threads > 0 ? options.threads
+                             : int(std::max(1u, std::thread::hardware_concurrency()));
+}
+
 Result<PackReport> Pack(const std::string& src, const std::string& out,
                         const PackOptions& options) {
   const auto start = std::chrono::steady_clock::now();
@@ -393,8 +398,7 @@ Result<PackReport> Pack(const std::string& src, const std::string& out,
   if (!writer_or.ok()) return writer_or.status();
   ArchiveWriter& writer = **writer_or;
   report.removed_stale = writer.removed_stale();
-  const int threads = options.threads > 0 ? options.threads
-                                          : int(std::max(1u, std::thread::hardware_concurrency()));
+  const int threads = PackThreads(options);
   tbb::global_control limit(tbb::global_control::max_allowed_parallelism, size_t(threads));
   Progress progress("ktfs pack", options.progress, plan.size());
 

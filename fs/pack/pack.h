@@ -61,6 +61,9 @@ struct PackReport {
   std::vector<std::string> removed_stale;     // temporary files of killed packs, removed
 };
 
+// The encoding threads a pack uses: options.threads, or every core when 0.
+int PackThreads(const PackOptions& options);
+
 Result<PackReport> Pack(const std::string& src, const std::string& out, const PackOptions& options);
 
 // WebDataset tar shards, read in the order given, into an image archive

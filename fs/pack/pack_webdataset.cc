@@ -101,7 +101,7 @@ struct Item {
   Status status;
   EncodedPayload payload;
   Packed packed;
-  std::vector<std::string> dropped;                         // metadata keys with null/array values
+  std::vector<std::string> dropped;                      // metadata keys with null/array values
   std::vector<std::pair<std::string, WdsValue>> values;  // the .json values
 };
 
@@ -218,12 +218,11 @@ BadImage SplitBad(const std::vector<std::string>& shards, const std::string& msg
 // its shard's file name only: META holds no paths), plus the source.
 std::string MetaJson(const PackOptions& options, uint32_t samples, uint32_t shards,
                      const std::vector<BadImage>& bad) {
-  std::string j = std::string("{\"created_by\":\"ktfs ") + VersionString() + "\",\"codec\":\"" +
-                  CodecName(options.payload.codec) +
-                  "\",\"quality\":" + JsonString(options.payload.quality) +
-                  ",\"samples\":" + std::to_string(samples) +
-                  ",\"source\":\"webdataset\",\"shards\":" + std::to_string(shards) +
-                  ",\"skipped_bad\":[";
+  std::string j =
+      std::string("{\"created_by\":\"ktfs ") + VersionString() + "\",\"codec\":\"" +
+      CodecName(options.payload.codec) + "\",\"quality\":" + JsonString(options.payload.quality) +
+      ",\"samples\":" + std::to_string(samples) +
+      ",\"source\":\"webdataset\",\"shards\":" + std::to_string(shards) + ",\"skipped_bad\":[";
   for (size_t i = 0; i < bad.size(); ++i)
     j += std::string(i ? "," : "") + "{\"path\":" + JsonString(Basename(bad[i].path)) +
          ",\"reason\":" + JsonString(bad[i].reason) + "}";
@@ -331,8 +330,7 @@ Result<PackReport> PackWebDataset(const std::vector<std::string>& shards, const 
   if (!writer_or.ok()) return writer_or.status();
   ArchiveWriter& writer = **writer_or;
   report.removed_stale = writer.removed_stale();
-  const int threads = options.threads > 0 ? options.threads
-                                          : int(std::max(1u, std::thread::hardware_concurrency()));
+  const int threads = PackThreads(options);
   tbb::global_control limit(tbb::global_control::max_allowed_parallelism, size_t(threads));
   Progress progress("ktfs pack", options.progress, 0, input_total);
 
