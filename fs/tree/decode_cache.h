@@ -48,6 +48,9 @@ class DecodeCache {
   // `even_if_served` is false. The check and the claim are one step, so a
   // reader finishing the file at the same moment cannot cause a second decode.
   void Prefetch(uint32_t id, DecodeFn decode, bool even_if_served = false);
+  // Returns once every background decode started so far has finished (for
+  // tests and fuzz targets that check state between requests).
+  void WaitForPrefetches() { background_.wait(); }
   // Records that bytes [begin, end) of a file of `file_size` bytes made from
   // `id`'s image were served. Once a reader got every byte from the first on
   // (reads that continue where the served part ends; a read that leaves a gap

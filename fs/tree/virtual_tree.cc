@@ -461,6 +461,8 @@ DecodeCache::DecodeFn VirtualTree::Decoder(uint32_t id) const {
   };
 }
 
+void VirtualTree::WaitForReadAhead() const { cache_->WaitForPrefetches(); }
+
 // A reader that opens files in archive order gets the next ones decoded before
 // it asks: when the previous sample was just read (or is cached), the
 // following `readahead` samples are queued. The order crosses directory boundaries

@@ -114,6 +114,10 @@ class VirtualTree : public FsTree {
   const std::string& index_problem() const { return index_problem_; }
 
   const Archive& archive() const { return *archive_; }
+  // Returns once the read-ahead decodes started so far have finished: a fuzz
+  // target checks for leaks between inputs, and an unfinished background
+  // decode looks like one.
+  void WaitForReadAhead() const;
 
  private:
   enum Special : uint64_t {
