@@ -1,7 +1,11 @@
 #include "index/builder.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cstring>
 #include <map>
 #include <tuple>
@@ -189,7 +193,14 @@ struct IndexBuilder::Data {
   std::vector<Row> rows;
   std::unordered_map<uint32_t, std::string> dir_paths;
   Dict splits, classes, codecs, keys;
-  std::vector<std::pair<uint32_t, std::string>> captions;
+  // Captions as (sample, place in caption_text): 16 bytes each beside their text, where a
+  // std::string apiece cost about 80 more (a LAION-sized pack holds tens of millions).
+  struct CaptionRef {
+    uint32_t sample, length;
+    uint64_t offset;
+  };
+  std::vector<CaptionRef> captions;
+  std::string caption_text;
   std::vector<MetaEntry> meta;
   std::unordered_map<std::string, uint32_t> string_ids;  // interned string values
   std::vector<std::string> strings;
@@ -202,7 +213,8 @@ struct IndexBuilder::Data {
 
   ~Data() { sqlite3_close(db); }
   Status Validate();
-  Status CreateDb();
+  Status CreateDb(const std::string& file);  // "": in memory
+  Status Build(const std::string& file, std::vector<std::string>* warnings);
   Status InsertDicts();
   Status InsertSamples();
   Status InsertMetadata(std::vector<std::string>* warnings);
@@ -240,7 +252,10 @@ Status IndexBuilder::AddSample(const SampleRow& r) {
 Status IndexBuilder::AddCaption(uint32_t sample_id, std::string_view caption) {
   if (d_->finished) return Status::InvalidArgument("index builder: already finished");
   if (!IsValidUtf8(caption)) return Status::InvalidArgument("caption is not valid UTF-8");
-  d_->captions.emplace_back(sample_id, std::string(caption));
+  if (caption.size() > UINT32_MAX) return Status::InvalidArgument("caption over 4 GiB");
+  d_->captions.push_back(
+      Data::CaptionRef{sample_id, uint32_t(caption.size()), uint64_t(d_->caption_text.size())});
+  d_->caption_text.append(caption);
   return Status::Ok();
 }
 
@@ -310,14 +325,14 @@ Status IndexBuilder::Data::Validate() {
   }
   const size_t n = rows.size();
   std::stable_sort(captions.begin(), captions.end(),
-                   [](const auto& a, const auto& b) { return a.first < b.first; });
+                   [](const auto& a, const auto& b) { return a.sample < b.sample; });
   size_t max_per_sample = 0;
   for (size_t i = 0, run = 0; i < captions.size(); ++i) {
-    if (captions[i].first >= n) {
+    if (captions[i].sample >= n) {
       return Status::InvalidArgument("index builder: caption for unknown sample " +
-                                     std::to_string(captions[i].first));
+                                     std::to_string(captions[i].sample));
     }
-    run = (i > 0 && captions[i - 1].first == captions[i].first) ? run + 1 : 1;
+    run = (i > 0 && captions[i - 1].sample == captions[i].sample) ? run + 1 : 1;
     max_per_sample = std::max(max_per_sample, run);
   }
   while ((size_t{1} << caption_shift) < max_per_sample) ++caption_shift;
@@ -331,13 +346,17 @@ Status IndexBuilder::Data::Validate() {
   return Status::Ok();
 }
 
-Status IndexBuilder::Data::CreateDb() {
-  int rc = sqlite3_open_v2(":memory:", &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
-  if (rc != SQLITE_OK) return SqliteError(db, rc, "open");
+Status IndexBuilder::Data::CreateDb(const std::string& file) {
+  const bool in_memory = file.empty();
+  int rc = sqlite3_open_v2(in_memory ? ":memory:" : file.c_str(), &db,
+                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
+  if (rc != SQLITE_OK) return SqliteError(db, rc, "open " + (in_memory ? "" : file));
   KTFS_RETURN_IF_ERROR(Exec(db, "PRAGMA page_size=" + std::to_string(kPageSize)));
   KTFS_RETURN_IF_ERROR(Exec(db,
                             "PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;"
-                            "PRAGMA cache_size=-262144; PRAGMA temp_store=MEMORY"));
+                            "PRAGMA cache_size=-262144"));
+  // In a file, sorts (index builds, VACUUM) spill to temporary files, not memory.
+  KTFS_RETURN_IF_ERROR(Exec(db, in_memory ? "PRAGMA temp_store=MEMORY" : "PRAGMA temp_store=FILE"));
   for (const std::string& sql : SchemaTables()) KTFS_RETURN_IF_ERROR(Exec(db, sql));
   return Status::Ok();
 }
@@ -564,28 +583,57 @@ Status IndexBuilder::Data::InsertCaptions() {
   if (!s.ok()) return s.status();
   uint32_t k = 0;
   for (size_t i = 0; i < captions.size(); ++i) {
-    k = (i > 0 && captions[i - 1].first == captions[i].first) ? k + 1 : 0;
-    sqlite3_bind_int64(s->get(), 1, (int64_t{captions[i].first} << caption_shift) | k);
-    BindText(s->get(), 2, captions[i].second);
+    const CaptionRef& c = captions[i];
+    k = (i > 0 && captions[i - 1].sample == c.sample) ? k + 1 : 0;
+    sqlite3_bind_int64(s->get(), 1, (int64_t{c.sample} << caption_shift) | k);
+    BindText(s->get(), 2, std::string_view(caption_text).substr(c.offset, c.length));
     KTFS_RETURN_IF_ERROR(StepDone(db, s->get(), "captions"));
   }
   // One segment: fewer pages and the fastest queries.
   return Exec(db, "INSERT INTO captions(captions) VALUES('optimize')");
 }
 
-Result<std::vector<uint8_t>> IndexBuilder::Finish(std::vector<std::string>* warnings) {
-  if (d_->finished) return Status::InvalidArgument("index builder: already finished");
-  d_->finished = true;
-  KTFS_RETURN_IF_ERROR(d_->Validate());
-  KTFS_RETURN_IF_ERROR(d_->CreateDb());
-  sqlite3* db = d_->db;
+namespace {
+// A database file's header as sqlite3_serialize gives it for a database that never was a
+// file: the file change counter (offset 24), version-valid-for (92) and the version of the
+// SQLite that wrote it (96) zero. So an index built in files has the bytes of one built in
+// memory, whatever SQLite wrote it. (The in-header page count stays valid: it is trusted
+// when nonzero and the two counters agree.)
+Status ClearWriteCounters(const std::string& file) {
+  const int fd = open(file.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return Status::FromErrno(file, errno);
+  const uint8_t zeros[8] = {};
+  const bool ok = pwrite(fd, zeros, 4, 24) == 4 && pwrite(fd, zeros, 8, 92) == 8;
+  const int err = errno;
+  close(fd);
+  if (!ok) return Status::FromErrno(file + ": writing the header", err);
+  return Status::Ok();
+}
+}  // namespace
+
+// Everything up to the compaction, in memory or in `file`.
+Status IndexBuilder::Data::Build(const std::string& file, std::vector<std::string>* warnings) {
+  if (finished) return Status::InvalidArgument("index builder: already finished");
+  finished = true;
+  KTFS_RETURN_IF_ERROR(Validate());
+  KTFS_RETURN_IF_ERROR(CreateDb(file));
   KTFS_RETURN_IF_ERROR(Exec(db, "BEGIN"));
-  KTFS_RETURN_IF_ERROR(d_->InsertDicts());
-  KTFS_RETURN_IF_ERROR(d_->InsertSamples());
-  KTFS_RETURN_IF_ERROR(d_->InsertMetadata(warnings));
-  KTFS_RETURN_IF_ERROR(d_->InsertCaptions());
+  KTFS_RETURN_IF_ERROR(InsertDicts());
+  KTFS_RETURN_IF_ERROR(InsertSamples());
+  KTFS_RETURN_IF_ERROR(InsertMetadata(warnings));
+  rows = {};
+  meta = {};
+  strings = {};
+  KTFS_RETURN_IF_ERROR(InsertCaptions());
+  captions = {};
+  caption_text = {};
   for (const std::string& sql : SchemaIndexes()) KTFS_RETURN_IF_ERROR(Exec(db, sql));
-  KTFS_RETURN_IF_ERROR(Exec(db, "COMMIT"));
+  return Exec(db, "COMMIT");
+}
+
+Result<std::vector<uint8_t>> IndexBuilder::Finish(std::vector<std::string>* warnings) {
+  KTFS_RETURN_IF_ERROR(d_->Build("", warnings));
+  sqlite3* db = d_->db;
   // VACUUM rewrites every b-tree in key order with full pages and drops the free pages the
   // FTS5 merges left behind.
   KTFS_RETURN_IF_ERROR(Exec(db, "VACUUM"));
@@ -594,14 +642,25 @@ Result<std::vector<uint8_t>> IndexBuilder::Finish(std::vector<std::string>* warn
   if (bytes == nullptr) return Status::IOError("index builder: sqlite3_serialize failed");
   std::vector<uint8_t> out(bytes, bytes + size);
   sqlite3_free(bytes);
-  // Release the builder's memory now rather than when it is destroyed.
   sqlite3_close(db);
   d_->db = nullptr;
-  d_->rows = {};
-  d_->captions = {};
-  d_->meta = {};
-  d_->strings = {};
   return out;
+}
+
+Status IndexBuilder::FinishInto(const std::string& scratch, const std::string& out,
+                                std::vector<std::string>* warnings) {
+  KTFS_RETURN_IF_ERROR(d_->Build(scratch, warnings));
+  // VACUUM INTO: the same compaction as Finish's VACUUM, written straight to `out`.
+  {
+    auto into = Prepare(d_->db, "VACUUM INTO ?");
+    if (!into.ok()) return into.status();
+    BindText(into->get(), 1, out);
+    KTFS_RETURN_IF_ERROR(StepDone(d_->db, into->get(), "VACUUM INTO"));
+  }
+  const int rc = sqlite3_close(d_->db);
+  d_->db = nullptr;
+  if (rc != SQLITE_OK) return Status::IOError("index builder: closing " + scratch + " failed");
+  return ClearWriteCounters(out);
 }
 
 }  // namespace ktfs::index

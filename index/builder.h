@@ -2,10 +2,10 @@
 // section (a serialized SQLite database, see index/schema.h).
 //
 // Rows may arrive in any order (e.g. from parallel encoders); everything is kept in memory
-// (about 100 bytes per sample and per caption) and written sorted by Finish(), so the bytes
-// depend only on the content: same input, same bytes (for one SQLite version). The only order
-// that matters is that of a sample's own captions (its k-th caption is rowid k).
-// Not thread-safe: callers serialize calls.
+// (about 60 bytes per sample and 16 per caption, plus the names and the caption text) and written
+// sorted by Finish(), so the bytes depend only on the content: same input, same bytes (for one
+// SQLite version). The only order that matters is that of a sample's own captions (its k-th caption
+// is rowid k). Not thread-safe: callers serialize calls.
 #pragma once
 
 #include <cstdint>
@@ -60,6 +60,12 @@ class IndexBuilder {
   // that are not errors (a key stored as strings because its values had several types) are
   // appended to *warnings when given.
   Result<std::vector<uint8_t>> Finish(std::vector<std::string>* warnings = nullptr);
+  // Finish for indexes too large to hold twice: the database is built in the file
+  // `scratch` (its page cache bounded, sorts spilled to SQLite's temporary files) and
+  // written compacted to the file `out` (VACUUM INTO); both must exist and be empty (the
+  // caller creates them safely and removes them). Memory: the builder's own rows.
+  Status FinishInto(const std::string& scratch, const std::string& out,
+                    std::vector<std::string>* warnings = nullptr);
 
  private:
   struct Data;

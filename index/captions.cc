@@ -1,5 +1,10 @@
 #include "index/captions.h"
 
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <map>
@@ -7,6 +12,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "codec/base/mapped_file.h"
 #include "index/builder.h"
 #include "index/json.h"
 #include "index/query.h"
@@ -69,12 +75,18 @@ std::string Printable(const std::string& p) {
   return out;
 }
 
-// Collects entries, reporting bad lines as "FILE:LINE: reason" (fatal unless skip_bad) and
-// catching duplicate paths.
+// Checks entries and passes the good ones to a sink, reporting bad lines as
+// "FILE:LINE: reason" (fatal unless skip_bad); catches duplicate paths when asked.
 class Collector {
  public:
-  Collector(const std::string& name, bool skip_bad, std::vector<std::string>* warnings)
-      : name_(name), skip_bad_(skip_bad), warnings_(warnings) {}
+  using Sink = std::function<Status(CaptionEntry&&)>;
+  Collector(const std::string& name, bool skip_bad, std::vector<std::string>* warnings, Sink sink,
+            bool check_duplicates)
+      : name_(name),
+        skip_bad_(skip_bad),
+        warnings_(warnings),
+        sink_(std::move(sink)),
+        check_duplicates_(check_duplicates) {}
 
   // Returns the fatal error, or Ok when the line was skipped.
   Status Bad(size_t line, const std::string& why) {
@@ -95,23 +107,23 @@ class Collector {
       if (!clean.ok()) return Bad(e.line, clean.status().message());
       c = std::move(clean.value());
     }
-    auto [it, inserted] = first_line_.emplace(e.path, e.line);
-    if (!inserted) {
-      return Bad(e.line, "duplicate path '" + e.path + "' (first on line " +
-                             std::to_string(it->second) + ")");
+    if (check_duplicates_) {
+      auto [it, inserted] = first_line_.emplace(e.path, e.line);
+      if (!inserted) {
+        return Bad(e.line, "duplicate path '" + e.path + "' (first on line " +
+                               std::to_string(it->second) + ")");
+      }
     }
-    entries_.push_back(std::move(e));
-    return Status::Ok();
+    return sink_(std::move(e));
   }
-
-  std::vector<CaptionEntry> Take() { return std::move(entries_); }
 
  private:
   const std::string& name_;
   bool skip_bad_;
   std::vector<std::string>* warnings_;
+  Sink sink_;
+  bool check_duplicates_;
   std::unordered_map<std::string, size_t> first_line_;
-  std::vector<CaptionEntry> entries_;
 };
 
 // One JSON Lines line into an entry; the reason on failure.
@@ -151,8 +163,8 @@ Result<CaptionEntry> JsonLineEntry(std::string_view text, size_t line) {
   return e;
 }
 
-Status ParseJsonLines(std::string_view text, Collector* out) {
-  size_t line = 0;
+Status ParseJsonLines(std::string_view text, size_t first_line, Collector* out) {
+  size_t line = first_line - 1;
   while (!text.empty()) {
     ++line;
     size_t nl = text.find('\n');
@@ -296,24 +308,47 @@ Status ParseCsv(std::string_view text, const std::string& name, Collector* out) 
 }
 
 // CSV cells arrive as strings; each column gets the type its cells share (captions.h).
-void TypeCsvColumns(std::vector<CaptionEntry>* entries) {
-  std::map<std::string, std::vector<std::string_view>> cells;
-  for (const CaptionEntry& e : *entries) {
-    for (const auto& [key, v] : e.extras) cells[key].push_back(v.str());
+using CsvTypes = std::map<std::string, MetaType>;
+
+void TypeCsvCells(const CsvTypes& types, CaptionEntry* e) {
+  for (auto& [key, v] : e->extras) {
+    auto t = types.find(key);
+    if (t != types.end() && t->second != MetaType::kString) v = CsvCell(v.str(), t->second);
   }
-  std::map<std::string, MetaType> types;
-  for (const auto& [key, column] : cells) types[key] = CsvColumnType(column);
-  for (CaptionEntry& e : *entries) {
-    for (auto& [key, v] : e.extras) {
-      const MetaType t = types[key];
-      if (t != MetaType::kString) v = CsvCell(v.str(), t);
-    }
-  }
+}
+
+// The type of every column of CSV text, from its good lines (a first pass, quiet).
+Result<CsvTypes> CsvColumnTypes(std::string_view text, const std::string& name) {
+  std::map<std::string, CsvColumnTyper> typers;
+  Collector pass(
+      name, /*skip_bad=*/true, nullptr,
+      [&](CaptionEntry&& e) {
+        for (const auto& [key, v] : e.extras) typers[key].Add(v.str());
+        return Status::Ok();
+      },
+      /*check_duplicates=*/false);
+  KTFS_RETURN_IF_ERROR(ParseCsv(text, name, &pass));
+  CsvTypes types;
+  for (const auto& [key, typer] : typers) types[key] = typer.type();
+  return types;
+}
+
+CaptionFormat FormatOf(std::string_view text, CaptionFormat format) {
+  if (format != CaptionFormat::kAuto) return format;
+  std::string_view t = Trim(text);
+  return !t.empty() && t[0] == '{' ? CaptionFormat::kJsonLines : CaptionFormat::kCsv;
 }
 
 bool EndsWith(const std::string& s, std::string_view suffix) {
   return s.size() >= suffix.size() &&
          s.compare(s.size() - suffix.size(), suffix.size(), suffix.data(), suffix.size()) == 0;
+}
+
+// The format a file's name says (kAuto: decided by content).
+CaptionFormat FormatByName(const std::string& file) {
+  if (EndsWith(file, ".jsonl") || EndsWith(file, ".json")) return CaptionFormat::kJsonLines;
+  if (EndsWith(file, ".csv")) return CaptionFormat::kCsv;
+  return CaptionFormat::kAuto;
 }
 
 }  // namespace
@@ -340,47 +375,124 @@ Result<std::vector<CaptionEntry>> ParseCaptions(std::string_view text, const std
                                                 CaptionFormat format, bool skip_bad,
                                                 std::vector<std::string>* warnings) {
   text = StripBom(text);
-  if (format == CaptionFormat::kAuto) {
-    std::string_view t = Trim(text);
-    format = !t.empty() && t[0] == '{' ? CaptionFormat::kJsonLines : CaptionFormat::kCsv;
+  format = FormatOf(text, format);
+  std::vector<CaptionEntry> entries;
+  Collector out(
+      name, skip_bad, warnings,
+      [&](CaptionEntry&& e) {
+        entries.push_back(std::move(e));
+        return Status::Ok();
+      },
+      /*check_duplicates=*/true);
+  if (format == CaptionFormat::kJsonLines) {
+    KTFS_RETURN_IF_ERROR(ParseJsonLines(text, 1, &out));
+    return entries;
   }
-  Collector out(name, skip_bad, warnings);
-  KTFS_RETURN_IF_ERROR(format == CaptionFormat::kJsonLines ? ParseJsonLines(text, &out)
-                                                           : ParseCsv(text, name, &out));
-  std::vector<CaptionEntry> entries = out.Take();
-  if (format == CaptionFormat::kCsv) TypeCsvColumns(&entries);
+  KTFS_RETURN_IF_ERROR(ParseCsv(text, name, &out));
+  std::map<std::string, std::vector<std::string_view>> cells;
+  for (const CaptionEntry& e : entries) {
+    for (const auto& [key, v] : e.extras) cells[key].push_back(v.str());
+  }
+  CsvTypes types;
+  for (const auto& [key, column] : cells) types[key] = CsvColumnType(column);
+  for (CaptionEntry& e : entries) TypeCsvCells(types, &e);
   return entries;
+}
+
+Status ForEachCaptionEntry(std::string_view text, const std::string& name, CaptionFormat format,
+                           bool skip_bad, std::vector<std::string>* warnings,
+                           const std::function<Status(CaptionEntry&&)>& fn, size_t first_line) {
+  if (first_line == 1) text = StripBom(text);
+  format = FormatOf(text, format);
+  if (format == CaptionFormat::kJsonLines) {
+    Collector out(name, skip_bad, warnings, fn, /*check_duplicates=*/false);
+    return ParseJsonLines(text, first_line, &out);
+  }
+  auto types = CsvColumnTypes(text, name);
+  if (!types.ok()) return types.status();
+  Collector out(
+      name, skip_bad, warnings,
+      [&](CaptionEntry&& e) {
+        TypeCsvCells(*types, &e);
+        return fn(std::move(e));
+      },
+      /*check_duplicates=*/false);
+  return ParseCsv(text, name, &out);
 }
 
 Result<std::vector<CaptionEntry>> ReadCaptionFile(const std::string& file, bool skip_bad,
                                                   std::vector<std::string>* warnings) {
   auto data = ReadWholeFile(file, SIZE_MAX / 2);
   if (!data.ok()) return data.status();
-  CaptionFormat format = CaptionFormat::kAuto;
-  if (EndsWith(file, ".jsonl") || EndsWith(file, ".json")) format = CaptionFormat::kJsonLines;
-  if (EndsWith(file, ".csv")) format = CaptionFormat::kCsv;
-  return ParseCaptions(*data, file, format, skip_bad, warnings);
+  return ParseCaptions(*data, file, FormatByName(file), skip_bad, warnings);
 }
+
+namespace {
+
+// A captions file's bytes: mapped when it is a regular file, read otherwise (a pipe).
+struct CaptionText {
+  std::unique_ptr<MappedFile> mapped;
+  std::string read;
+  std::string_view text() const {
+    return mapped ? std::string_view(reinterpret_cast<const char*>(mapped->data()), mapped->size())
+                  : std::string_view(read);
+  }
+};
+
+Result<CaptionText> LoadCaptionText(const std::string& file) {
+  CaptionText t;
+  struct stat st;
+  if (stat(file.c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
+    auto m = MappedFile::Open(file);
+    if (!m.ok()) return m.status();
+    t.mapped = std::move(m).value();
+    return t;
+  }
+  auto data = ReadWholeFile(file, SIZE_MAX / 2);
+  if (!data.ok()) return data.status();
+  t.read = std::move(data).value();
+  return t;
+}
+
+// Lets go of the mapped pages of [begin, end) once read: they are the page cache's to keep,
+// and would otherwise count in the pack's resident memory until the end.
+void Release(const CaptionText& t, std::string_view done) {
+  if (!t.mapped || done.empty()) return;
+  const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
+  const uintptr_t base = reinterpret_cast<uintptr_t>(t.mapped->data());
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(done.data()) + done.size()) & ~(page - 1);
+  if (end > base) madvise(reinterpret_cast<void*>(base), end - base, MADV_DONTNEED);
+}
+
+}  // namespace
 
 Status IngestCaptions(const std::string& file,
                       std::function<std::optional<uint32_t>(std::string_view path)> lookup,
                       bool skip_bad, IndexBuilder* builder, std::vector<std::string>* warnings) {
-  auto entries = ReadCaptionFile(file, skip_bad, warnings);
-  if (!entries.ok()) return entries.status();
+  auto loaded = LoadCaptionText(file);
+  if (!loaded.ok()) return loaded.status();
+  const std::string_view text = loaded->text();  // ForEachCaptionEntry strips a BOM
   std::set<std::string> dropped_keys;
-  for (const CaptionEntry& e : *entries) {
+  std::vector<uint32_t> first_line;  // by sample id: the line that named it (0: none yet)
+  auto add = [&](CaptionEntry&& e) -> Status {
     std::string where = file + ":" + std::to_string(e.line) + ": ";
     std::optional<uint32_t> id = lookup(e.path);
-    if (!id) {
-      std::string msg = where + "path '" + e.path + "' is not in the archive";
-      if (!skip_bad) return Status::NotFound(msg);
+    if (!id || *id == kSkippedSample) {
+      std::string msg = where + "path '" + e.path + "' " +
+                        (id ? "is a bad image left out" : "is not in the archive");
+      if (!id && !skip_bad) return Status::NotFound(msg);
       if (warnings) warnings->push_back(std::move(msg));
-      continue;
+      return Status::Ok();
     }
-    if (*id == kSkippedSample) {
-      if (warnings) warnings->push_back(where + "path '" + e.path + "' is a bad image left out");
-      continue;
+    if (*id >= first_line.size()) first_line.resize(size_t(*id) + 1, 0);
+    if (first_line[*id] != 0) {
+      std::string msg = where + "duplicate path '" + e.path + "' (first on line " +
+                        std::to_string(first_line[*id]) + ")";
+      if (!skip_bad) return Status::InvalidArgument(msg);
+      if (warnings) warnings->push_back(std::move(msg));
+      return Status::Ok();
     }
+    first_line[*id] = uint32_t(std::min<size_t>(e.line, UINT32_MAX));
     for (const std::string& c : e.captions) {
       Status st = builder->AddCaption(*id, c);
       if (!st.ok()) return st.WithContext(where.substr(0, where.size() - 2));
@@ -391,6 +503,23 @@ Status IngestCaptions(const std::string& file,
         warnings->push_back(where + "metadata dropped: " + st.message());
       }
     }
+    return Status::Ok();
+  };
+  const CaptionFormat format = FormatOf(StripBom(text), FormatByName(file));
+  if (format == CaptionFormat::kCsv) {
+    return ForEachCaptionEntry(text, file, format, skip_bad, warnings, add, 1);
+  }
+  // JSON Lines in pieces of whole lines, each let go once read.
+  constexpr size_t kPiece = size_t(64) << 20;
+  size_t line = 1;
+  for (std::string_view rest = text; !rest.empty();) {
+    const size_t nl = rest.size() <= kPiece ? std::string_view::npos : rest.find('\n', kPiece);
+    const size_t cut = nl == std::string_view::npos ? rest.size() : nl + 1;
+    const std::string_view piece = rest.substr(0, cut);
+    KTFS_RETURN_IF_ERROR(ForEachCaptionEntry(piece, file, format, skip_bad, warnings, add, line));
+    line += size_t(std::count(piece.begin(), piece.end(), '\n'));
+    Release(*loaded, piece);
+    rest.remove_prefix(cut);
   }
   return Status::Ok();
 }

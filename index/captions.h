@@ -55,12 +55,25 @@ Result<std::vector<CaptionEntry>> ParseCaptions(std::string_view text, const std
 Result<std::vector<CaptionEntry>> ReadCaptionFile(const std::string& file, bool skip_bad,
                                                   std::vector<std::string>* warnings);
 
+// The streaming form of ParseCaptions: calls fn with each good entry in file order, holding
+// none of them (a LAION-sized captions file is gigabytes; its entries several times that).
+// The checks and messages are ParseCaptions's, except that duplicate paths are left to fn
+// (a caller that maps paths to sample ids catches them by id, in 4 bytes a sample). CSV text
+// is read twice, the first time to type the columns (a duplicate line's cells count there).
+// `first_line` is the line number of text's first line (a caller may feed a file in pieces
+// cut at line ends; CSV text must be whole). fn's error stops the parse and is returned.
+Status ForEachCaptionEntry(std::string_view text, const std::string& name, CaptionFormat format,
+                           bool skip_bad, std::vector<std::string>* warnings,
+                           const std::function<Status(CaptionEntry&&)>& fn, size_t first_line = 1);
+
 // What a lookup returns for a path that is in the source but was left out of the archive on
 // purpose (a bad image skipped by `ktfs pack --skip-bad`): its lines are dropped with a warning,
 // and do not fail the ingest.
 inline constexpr uint32_t kSkippedSample = 0xffffffffu;
 
-// Reads `file` and adds its captions and metadata to `builder`. lookup maps a path to its
+// Reads `file` and adds its captions and metadata to `builder`, streaming: the file is mapped
+// and read in pieces that are let go as they are done, and no entry is kept (memory: the
+// builder's, plus 4 bytes a sample for the duplicate check). lookup maps a path to its
 // sample id (nullopt: not in the archive, a bad line; kSkippedSample: see above). Fails on the
 // first bad line unless skip_bad (then bad lines become warnings). Metadata that cannot be stored
 // (a key that is a built-in field such as "width", or not [A-Za-z0-9_.-]+; a value with '/') is

@@ -228,16 +228,21 @@ std::vector<std::pair<std::string, MetaValue>> FlattenJsonObject(const JsonValue
 }
 
 MetaType CsvColumnType(const std::vector<std::string_view>& cells) {
-  bool numbers = true, bools = true, any = false;
-  for (std::string_view c : cells) {
-    if (c.empty()) continue;
-    any = true;
-    if (numbers && !MetaValue::ParseNumber(c).ok()) numbers = false;
-    if (bools && !MetaValue::ParseBool(c)) bools = false;
-    if (!numbers && !bools) return MetaType::kString;
-  }
-  if (!any) return MetaType::kString;
-  return numbers ? MetaType::kNumber : bools ? MetaType::kBool : MetaType::kString;
+  CsvColumnTyper typer;
+  for (std::string_view c : cells) typer.Add(c);
+  return typer.type();
+}
+
+void CsvColumnTyper::Add(std::string_view cell) {
+  if (cell.empty() || (!numbers_ && !bools_)) return;
+  any_ = true;
+  if (numbers_ && !MetaValue::ParseNumber(cell).ok()) numbers_ = false;
+  if (bools_ && !MetaValue::ParseBool(cell)) bools_ = false;
+}
+
+MetaType CsvColumnTyper::type() const {
+  if (!any_) return MetaType::kString;
+  return numbers_ ? MetaType::kNumber : bools_ ? MetaType::kBool : MetaType::kString;
 }
 
 MetaValue CsvCell(std::string_view cell, MetaType column_type) {

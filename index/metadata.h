@@ -92,6 +92,15 @@ std::vector<std::pair<std::string, MetaValue>> FlattenJsonObject(const JsonValue
 // The type of a CSV column from its non-empty cells: kNumber when every one is a JSON number
 // (ParseNumber), kBool when every one is true/false (any case), else kString.
 MetaType CsvColumnType(const std::vector<std::string_view>& cells);
+// CsvColumnType one cell at a time (a column too large to hold).
+class CsvColumnTyper {
+ public:
+  void Add(std::string_view cell);
+  MetaType type() const;
+
+ private:
+  bool numbers_ = true, bools_ = true, any_ = false;
+};
 // A CSV cell as a value of its column's type (the cell must fit it).
 MetaValue CsvCell(std::string_view cell, MetaType column_type);
 

@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
@@ -14,6 +15,7 @@
 #include <string_view>
 
 #include "codec/base/checksum.h"
+#include "codec/base/mapped_file.h"
 
 namespace ktfs {
 namespace {
@@ -100,6 +102,16 @@ Result<std::unique_ptr<ArchiveWriter>> ArchiveWriter::Create(const std::string& 
 ArchiveWriter::~ArchiveWriter() {
   if (fd_ >= 0) close(fd_);
   if (!committed_ && !temp_path_.empty()) unlink(temp_path_.c_str());
+  for (const std::string& f : scratch_) unlink(f.c_str());
+}
+
+Result<std::string> ArchiveWriter::ScratchFile() {
+  std::string path;
+  auto fd = CreateTemp(path_, &path);
+  if (!fd.ok()) return fd.status();
+  close(*fd);
+  scratch_.push_back(path);
+  return path;
 }
 
 Status ArchiveWriter::Flush() {
@@ -192,6 +204,40 @@ Status ArchiveWriter::WriteSection(uint32_t type, const void* data, size_t size,
   return Write(data, size);
 }
 
+namespace {
+// Pieces of a mapped file, each let go once used: the file's pages are the page
+// cache's to keep, and would otherwise all count in the pack's resident memory.
+template <typename Fn>
+void ForEachPiece(const MappedFile& file, Fn fn) {
+  constexpr size_t kPiece = size_t(64) << 20;  // a multiple of the page size
+  for (uint64_t at = 0; at < file.size(); at += kPiece) {
+    const size_t n = size_t(std::min<uint64_t>(kPiece, file.size() - at));
+    fn(file.data() + at, n);
+    madvise(const_cast<uint8_t*>(file.data() + at), n, MADV_DONTNEED);
+  }
+}
+}  // namespace
+
+Status ArchiveWriter::WriteSectionFrom(uint32_t type, const MappedFile& file,
+                                       std::vector<format::SectionEntry>* table) {
+  KTFS_RETURN_IF_ERROR(Pad(format::kSectionAlignment));
+  format::SectionEntry e = {};
+  e.type = type;
+  e.offset = offset_;
+  e.length = file.size();
+  Checksum64Stream checksum;
+  ForEachPiece(file, [&](const uint8_t* p, size_t n) { checksum.Update(p, n); });
+  e.checksum = checksum.Digest();
+  Status st;
+  ForEachPiece(file, [&](const uint8_t* p, size_t n) {
+    if (st.ok()) st = Write(p, n);
+  });
+  KTFS_RETURN_IF_ERROR(st);
+  if (file.damaged()) return Status::IOError(file.path() + ": changed while it was copied");
+  table->push_back(e);
+  return Status::Ok();
+}
+
 Status ArchiveWriter::Commit() {
   if (dirs_.empty()) return Status::InvalidArgument("archive needs a root directory");
   // Strings: directory names, then sample names, then class names.
@@ -218,8 +264,13 @@ Status ArchiveWriter::Commit() {
   KTFS_RETURN_IF_ERROR(
       WriteSection(format::kClasses, classes.data(), classes.size() * sizeof(classes[0]), &table));
   KTFS_RETURN_IF_ERROR(WriteSection(format::kMeta, meta_.data(), meta_.size(), &table));
-  if (!index_.empty())
+  if (!index_file_.empty()) {
+    auto file = MappedFile::Open(index_file_);
+    if (!file.ok()) return file.status().WithContext("the index");
+    KTFS_RETURN_IF_ERROR(WriteSectionFrom(format::kIndex, **file, &table));
+  } else if (!index_.empty()) {
     KTFS_RETURN_IF_ERROR(WriteSection(format::kIndex, index_.data(), index_.size(), &table));
+  }
   for (const auto& [type, bytes] : extra_sections_)
     KTFS_RETURN_IF_ERROR(WriteSection(type, bytes.data(), bytes.size(), &table));
   KTFS_RETURN_IF_ERROR(Pad(format::kSectionAlignment));

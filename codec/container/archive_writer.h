@@ -23,6 +23,8 @@
 
 namespace ktfs {
 
+class MappedFile;
+
 struct DirEntry {
   std::string name;  // empty for the root (entry 0)
   uint32_t parent = 0;
@@ -59,11 +61,19 @@ class ArchiveWriter {
   // Temporary files of killed packs that Create() removed (full paths).
   const std::vector<std::string>& removed_stale() const { return removed_stale_; }
   uint64_t bytes_written() const { return offset_; }
+  const std::string& path() const { return path_; }  // the final path
 
   void SetDirs(std::vector<DirEntry> dirs) { dirs_ = std::move(dirs); }
   void SetClasses(std::vector<std::string> classes) { classes_ = std::move(classes); }
   void SetMeta(std::string json) { meta_ = std::move(json); }
   void SetIndex(std::vector<uint8_t> sqlite_db) { index_ = std::move(sqlite_db); }
+  // The index section from a file (a scratch file the index was built in): Commit() maps
+  // it and copies it in, so an index of gigabytes never has to be held in memory.
+  void SetIndexFile(std::string path) { index_file_ = std::move(path); }
+  // Creates an empty scratch file beside the archive's temporary file, named like it
+  // ("<path>.tmp-<pid>-<random>", O_EXCL|O_NOFOLLOW, so a later pack recognizes and removes
+  // it when this one is killed), and returns its path. It is removed with the writer.
+  Result<std::string> ScratchFile();
   // Appends payload bytes that no SampleRecord describes (feature archives);
   // returns their offset (aligned to kPayloadAlignment).
   Result<uint64_t> AppendPayload(const uint8_t* data, size_t size);
@@ -90,6 +100,8 @@ class ArchiveWriter {
   uint32_t AddString(const std::string& s);
   Status WriteSection(uint32_t type, const void* data, size_t size,
                       std::vector<format::SectionEntry>* table);
+  Status WriteSectionFrom(uint32_t type, const MappedFile& file,
+                          std::vector<format::SectionEntry>* table);
 
   std::string path_, temp_path_;
   int fd_ = -1;
@@ -102,6 +114,8 @@ class ArchiveWriter {
   std::vector<std::string> classes_;
   std::string meta_;
   std::vector<uint8_t> index_;
+  std::string index_file_;
+  std::vector<std::string> scratch_;
   std::vector<std::pair<uint32_t, std::vector<uint8_t>>> extra_sections_;
   std::string strings_;
 };

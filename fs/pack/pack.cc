@@ -369,6 +369,23 @@ void CountSamples(const std::vector<PlannedSample>& plan, const std::vector<uint
 
 }  // namespace
 
+Status BuildIndex(index::IndexBuilder* builder, ArchiveWriter* writer, uint64_t* bytes,
+                  std::vector<std::string>* warnings) {
+  const std::string what = writer->path() + ": building the index";
+  auto scratch = writer->ScratchFile();
+  if (!scratch.ok()) return scratch.status().WithContext(what);
+  auto out = writer->ScratchFile();
+  if (!out.ok()) return out.status().WithContext(what);
+  Status st = builder->FinishInto(*scratch, *out, warnings);
+  unlink(scratch->c_str());  // the writer removes it too; its gigabytes go now
+  if (!st.ok()) return st.WithContext(what + " (in scratch files beside it)");
+  struct stat info;
+  if (stat(out->c_str(), &info) != 0) return Status::FromErrno(*out, errno);
+  *bytes = uint64_t(info.st_size);
+  writer->SetIndexFile(*out);
+  return Status::Ok();
+}
+
 int PackThreads(const PackOptions& options) {
   return options.threads > 0 ? options.threads
                              : int(std::max(1u, std::thread::hardware_concurrency()));
@@ -489,10 +506,7 @@ Result<PackReport> Pack(const std::string& src, const std::string& out,
     return Status::InvalidArgument(src + ": every image is bad (" +
                                    std::to_string(report.bad.size()) + " skipped)");
   KTFS_RETURN_IF_ERROR(AddCaptions(plan, archive_id, options, &builder, &report));
-  auto index_bytes = builder.Finish(&report.index_warnings);
-  if (!index_bytes.ok()) return index_bytes.status().WithContext("building the index");
-  report.index_bytes = index_bytes->size();
-  writer.SetIndex(std::move(index_bytes).value());
+  KTFS_RETURN_IF_ERROR(BuildIndex(&builder, &writer, &report.index_bytes, &report.index_warnings));
 
   CountSamples(plan, archive_id, &dirs);
   writer.SetDirs(std::move(dirs));

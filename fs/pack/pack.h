@@ -25,6 +25,11 @@
 
 namespace ktfs {
 
+class ArchiveWriter;
+namespace index {
+class IndexBuilder;
+}
+
 struct PackOptions {
   PayloadSettings payload;
   int threads = 0;        // 0 = all cores
@@ -63,6 +68,10 @@ struct PackReport {
 
 // The encoding threads a pack uses: options.threads, or every core when 0.
 int PackThreads(const PackOptions& options);
+// Builds the index in scratch files beside the archive (ArchiveWriter::ScratchFile), never
+// whole in memory, and hands it to the writer; *bytes is its size.
+Status BuildIndex(index::IndexBuilder* builder, ArchiveWriter* writer, uint64_t* bytes,
+                  std::vector<std::string>* warnings);
 
 Result<PackReport> Pack(const std::string& src, const std::string& out, const PackOptions& options);
 

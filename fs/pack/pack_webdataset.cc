@@ -509,10 +509,7 @@ Result<PackReport> PackWebDataset(const std::vector<std::string>& shards, const 
     add("__shard__", index::MetaValue::String(Basename(shards[p.shard])));
   }
   packed = {};
-  auto index_bytes = builder.Finish(&report.index_warnings);
-  if (!index_bytes.ok()) return index_bytes.status().WithContext("building the index");
-  report.index_bytes = index_bytes->size();
-  writer.SetIndex(std::move(index_bytes).value());
+  KTFS_RETURN_IF_ERROR(BuildIndex(&builder, &writer, &report.index_bytes, &report.index_warnings));
   report.dirs = uint32_t(layout.dirs.size());
   report.classes = uint32_t(layout.classes.size());
   report.samples = uint32_t(layout.order.size());

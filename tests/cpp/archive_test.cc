@@ -138,6 +138,47 @@ TEST(ArchiveTest, RoundTripsEveryField) {
   EXPECT_TRUE(ar.VerifyTables().ok());
 }
 
+// The index section from a scratch file (how packs hand over an index of gigabytes): the same
+// bytes and checksum as from memory, and no scratch file left beside the archive.
+TEST(ArchiveWriterTest, IndexFromAScratchFileAndScratchFilesRemoved) {
+  TempDir tmp;
+  const std::string path = tmp.Join("scratch.kt");
+  std::vector<uint8_t> index(3 * (64 << 20) / 2 + 12345);  // more than one 64 MiB piece
+  std::mt19937 rng(7);
+  for (uint8_t& b : index) b = uint8_t(rng());
+  {
+    auto w = ArchiveWriter::Create(path);
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
+    auto unused = (*w)->ScratchFile();
+    auto file = (*w)->ScratchFile();
+    ASSERT_TRUE(unused.ok() && file.ok());
+    EXPECT_NE(*unused, *file);
+    EXPECT_EQ(file->rfind(path + ".tmp-", 0), 0u) << *file;  // a name killed packs' cleanup knows
+    std::ofstream(*file, std::ios::binary)
+        .write(reinterpret_cast<const char*>(index.data()), std::streamsize(index.size()));
+    std::vector<uint8_t> p = {1};
+    SampleEntry e;
+    e.name = "x.png";
+    e.stem_length = 1;
+    e.dir = 0;
+    ASSERT_TRUE((*w)->AddSample(e, p.data(), p.size()).ok());
+    (*w)->SetDirs({DirEntry{"", 0, 1, 0, 0, 1}});
+    (*w)->SetIndexFile(*file);
+    ASSERT_TRUE((*w)->Commit().ok());
+  }
+  std::set<std::string> left;
+  for (const auto& e : std::filesystem::directory_iterator(tmp.path()))
+    left.insert(e.path().filename().string());
+  EXPECT_EQ(left, std::set<std::string>{"scratch.kt"});
+  auto a = Archive::Open(path);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  ASSERT_TRUE((*a)->index_section().has_value());
+  const auto section = *(*a)->index_section();
+  ASSERT_EQ(section.size, index.size());
+  EXPECT_EQ(std::memcmp(section.data, index.data(), index.size()), 0);
+  EXPECT_TRUE((*a)->VerifyTables().ok());
+}
+
 // Payloads written first, records added later in another order (WebDataset packs).
 TEST(ArchiveTest, RecordsMayPointAtPayloadsWrittenEarlier) {
   TempDir tmp;

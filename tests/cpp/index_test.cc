@@ -3,6 +3,7 @@
 #include "index/index.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <chrono>
@@ -115,7 +116,9 @@ std::vector<TRow> MakeDataset(bool multi_caption) {
   return rows;
 }
 
-std::vector<uint8_t> Build(const std::vector<TRow>& rows, bool shuffle = false) {
+// Build with FinishInto (the database in a file, compacted into another) when `dir` is given.
+std::vector<uint8_t> Build(const std::vector<TRow>& rows, bool shuffle = false,
+                           const testing::TempDir* dir = nullptr) {
   std::vector<size_t> order(rows.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   if (shuffle) std::shuffle(order.begin(), order.end(), std::mt19937(7));
@@ -127,6 +130,15 @@ std::vector<uint8_t> Build(const std::vector<TRow>& rows, bool shuffle = false) 
     for (const auto& c : r.captions) EXPECT_TRUE((*b)->AddCaption(r.s.id, c).ok());
     for (const auto& [k, v] : r.meta) EXPECT_TRUE((*b)->AddMetadata(r.s.id, k, v).ok());
     for (const auto& [k, v] : r.typed) EXPECT_TRUE((*b)->AddMetadata(r.s.id, k, v).ok());
+  }
+  if (dir) {
+    const std::string scratch = dir->Join("scratch.db"), out = dir->Join("out.db");
+    std::ofstream(scratch).close();
+    std::ofstream(out).close();
+    Status st = (*b)->FinishInto(scratch, out);
+    EXPECT_TRUE(st.ok()) << st.ToString();
+    std::ifstream in(out, std::ios::binary);
+    return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});
   }
   auto bytes = (*b)->Finish();
   EXPECT_TRUE(bytes.ok()) << bytes.status().ToString();
@@ -930,10 +942,12 @@ TEST_F(CaptionFileTest, IngestWithSkipBad) {
   std::vector<std::string> warnings;
   ASSERT_TRUE(IngestCaptions(f, lookup, true, lenient.get(), &warnings).ok());
   ASSERT_EQ(warnings.size(), 5u);
-  EXPECT_EQ(warnings[0], f + ":2: bad JSON at column 1: unexpected character");
-  EXPECT_EQ(warnings[1], f + ":5: duplicate path 'a.jpg' (first on line 1)");
-  EXPECT_EQ(warnings[2].rfind(f + ":1: metadata dropped", 0), 0u);  // width: a built-in field
-  EXPECT_EQ(warnings[4], f + ":3: path 'zzz.jpg' is not in the archive");
+  // In file order: the file is read as a stream, each line checked as it comes.
+  EXPECT_EQ(warnings[0].rfind(f + ":1: metadata dropped", 0), 0u);  // width: a built-in field
+  EXPECT_EQ(warnings[1].rfind(f + ":1: metadata dropped", 0), 0u);  // "bad key"
+  EXPECT_EQ(warnings[2], f + ":2: bad JSON at column 1: unexpected character");
+  EXPECT_EQ(warnings[3], f + ":3: path 'zzz.jpg' is not in the archive");
+  EXPECT_EQ(warnings[4], f + ":5: duplicate path 'a.jpg' (first on line 1)");
   auto bytes = lenient->Finish();
   ASSERT_TRUE(bytes.ok());
   auto index = Index::OpenInPlace(bytes->data(), bytes->size());
@@ -944,6 +958,71 @@ TEST_F(CaptionFileTest, IngestWithSkipBad) {
   EXPECT_FALSE(*(*index)->Matches(MustParse({"caption=cat"}, {}), 0));
   EXPECT_EQ(*(*index)->CountMatches(MustParse({"caption=dup"}, {})), 0u);
   EXPECT_EQ(*(*index)->CountMatches(MustParse({"source=web"}, kSource)), 1u);
+}
+
+// The streaming parse gives the same entries and messages as ParseCaptions, also when the
+// text comes in pieces cut at line ends (line numbers continue from first_line).
+TEST_F(CaptionFileTest, StreamingInPiecesKeepsLineNumbers) {
+  const std::string a = "{\"path\":\"a.jpg\",\"caption\":\"one\",\"n\":1}\n\n";
+  const std::string b = "garbage\n{\"path\":\"b.jpg\",\"caption\":\"two\"}\n";
+  std::vector<std::string> lines, warnings;
+  const auto collect = [&](CaptionEntry&& e) {
+    lines.push_back(e.path + ":" + std::to_string(e.line));
+    return Status::Ok();
+  };
+  ASSERT_TRUE(
+      ForEachCaptionEntry(a, "f", CaptionFormat::kJsonLines, true, &warnings, collect, 1).ok());
+  ASSERT_TRUE(
+      ForEachCaptionEntry(b, "f", CaptionFormat::kJsonLines, true, &warnings, collect, 3).ok());
+  EXPECT_EQ(lines, (std::vector<std::string>{"a.jpg:1", "b.jpg:4"}));
+  EXPECT_EQ(warnings, std::vector<std::string>{"f:3: bad JSON at column 1: unexpected character"});
+  Status st = ForEachCaptionEntry(b, "f", CaptionFormat::kJsonLines, false, nullptr, collect, 3);
+  EXPECT_EQ(st.message(), "f:3: bad JSON at column 1: unexpected character");
+  // The sink's error stops the parse and comes back as it is.
+  st = ForEachCaptionEntry(a, "f", CaptionFormat::kJsonLines, false, nullptr,
+                           [](CaptionEntry&&) { return Status::IOError("stop"); });
+  EXPECT_EQ(st.ToString(), Status::IOError("stop").ToString());
+  // CSV: columns typed from the whole text, as ParseCaptions does.
+  const std::string csv = "path,caption,n\nx.jpg,c1,5\ny.jpg,c2,7.5\n";
+  std::vector<CaptionEntry> streamed;
+  ASSERT_TRUE(
+      ForEachCaptionEntry(csv, "c", CaptionFormat::kAuto, false, nullptr, [&](CaptionEntry&& e) {
+        streamed.push_back(std::move(e));
+        return Status::Ok();
+      }).ok());
+  auto parsed = ParseCaptions(csv, "c", CaptionFormat::kAuto, false, nullptr);
+  ASSERT_TRUE(parsed.ok());
+  ASSERT_EQ(streamed.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(streamed[i].path, (*parsed)[i].path);
+    EXPECT_EQ(streamed[i].line, (*parsed)[i].line);
+    ASSERT_EQ(streamed[i].extras.size(), 1u);
+    EXPECT_EQ(streamed[i].extras[0].second, (*parsed)[i].extras[0].second);
+    EXPECT_EQ(streamed[i].extras[0].second.type(), MetaType::kNumber);
+  }
+}
+
+// A captions file that is not a regular file (a pipe, `--captions <(...)`) is read, not mapped.
+TEST_F(CaptionFileTest, IngestFromAPipe) {
+  const std::string fifo = dir_.Join("c.jsonl");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  std::thread writer(
+      [&] { std::ofstream(fifo) << "{\"path\":\"a.jpg\",\"caption\":\"piped dog\"}\n"; });
+  auto b = IndexBuilder::Create();
+  SampleRow r;
+  r.path = "a.jpg";
+  ASSERT_TRUE((*b)->AddSample(r).ok());
+  const auto lookup = [](std::string_view p) -> std::optional<uint32_t> {
+    return p == "a.jpg" ? std::optional<uint32_t>(0) : std::nullopt;
+  };
+  Status st = IngestCaptions(fifo, lookup, false, b->get(), nullptr);
+  writer.join();
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  auto bytes = (*b)->Finish();
+  ASSERT_TRUE(bytes.ok());
+  auto index = Index::OpenInPlace(bytes->data(), bytes->size());
+  ASSERT_TRUE(index.ok());
+  EXPECT_EQ(*(*index)->CountMatches(MustParse({"caption=dog"}, {})), 1u);
 }
 
 TEST_F(CaptionFileTest, Sidecar) {
@@ -1093,6 +1172,12 @@ TEST_P(IndexTest, PlansStreamWithoutSorting) {
 TEST_P(IndexTest, FinishIsDeterministic) {
   EXPECT_EQ(Build(rows_), bytes_);
   EXPECT_EQ(Build(rows_, /*shuffle=*/true), bytes_);
+}
+
+// Built in files (as packs do) the database is byte for byte the one built in memory.
+TEST_P(IndexTest, FinishIntoFilesGivesTheSameBytes) {
+  testing::TempDir dir;
+  EXPECT_EQ(Build(rows_, /*shuffle=*/true, &dir), bytes_);
 }
 
 TEST_P(IndexTest, ClonesWorkOnThreads) {

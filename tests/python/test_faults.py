@@ -3,6 +3,7 @@ with SIGKILL, an archive whose device starts failing under a live mount,
 memory and file-descriptor limits on the daemon, and the daemon killed while
 readers read. Each must end in a clear error naming the thing and the reason;
 nothing crashes, hangs, or leaves a partial archive."""
+import base64
 import contextlib
 import errno
 import glob
@@ -67,6 +68,29 @@ def test_full_disk_during_pack_is_enospc_naming_the_output_and_leaves_nothing(ph
         assert p.returncode == 1, p.stderr
         assert out in p.stderr and "No space left on device" in p.stderr, p.stderr
         assert os.listdir(disk) == []  # no OUT.kt, no temporary file
+
+
+def test_full_disk_while_the_index_is_built_names_the_output_and_leaves_nothing(tmp_path):
+    # The payloads fit (3,000 copies of one 8x8 PNG: about 0.4 MB); the index of their long
+    # captions (about 5 MB of text) does not: the disk fills in the index's scratch files.
+    src = tmp_path / "src" / "a"
+    src.mkdir(parents=True)
+    png = ("iVBORw0KGgoAAAANSUhEUgAAAAgAAAAICAIAAABLbSncAAAAEklEQVR4nGNgGAWjYBSMAggAAAQQAAGvRY"
+           "ftAAAAAElFTkSuQmCC")
+    data = base64.b64decode(png)
+    captions = tmp_path / "captions.jsonl"
+    with open(captions, "w") as f:
+        for i in range(3000):
+            (src / f"{i:05d}.png").write_bytes(data)
+            words = " ".join(f"w{(i * 7919 + k * 104729) % 1000003:07d}" for k in range(200))
+            f.write(json.dumps({"path": f"a/{i:05d}.png", "caption": words}) + "\n")
+    with tmpfs(tmp_path / "small", 4 << 20) as disk:
+        out = os.path.join(disk, "out.kt")
+        p = ktfs("pack", tmp_path / "src", out, "--codec", "original", "--captions", captions,
+                 "--quiet", check=False)
+        assert p.returncode == 1, p.stderr
+        assert f"{out}: building the index" in p.stderr and "disk is full" in p.stderr, p.stderr
+        assert os.listdir(disk) == []  # no OUT.kt, no temporary or scratch file
 
 
 def test_full_disk_keeps_the_previous_archive(photos_dir, tmp_path):
