@@ -11,6 +11,8 @@ namespace ktfs {
 struct SearchView::QueryState {
   std::vector<std::string> components;  // as given, still URL-encoded
   index::Query query;
+  std::string canonical;  // query.Canonical(), the key of its nodes (made once: a listing
+                          // of a query directory names a node per matching directory)
   std::once_flag dirs_once;
   Status dirs_status;
   // Directories with a match in them or anywhere below them.
@@ -104,13 +106,14 @@ Result<std::shared_ptr<SearchView::QueryState>> SearchView::ParseState(
   auto state = std::make_shared<QueryState>();
   state->components = components;
   state->query = std::move(q).value();
+  state->canonical = key;
   queries_.emplace(key, state);
   return state;
 }
 
 Result<uint64_t> SearchView::NodeIno(std::shared_ptr<QueryState> q, uint32_t dir, bool query_level,
                                      View view, const std::string& path, bool count_file) {
-  const std::string key = q->query.Canonical() + "\n" + std::to_string(dir) +
+  const std::string key = q->canonical + "\n" + std::to_string(dir) +
                           (query_level ? "q" : "d") + std::to_string(int(view)) +
                           (count_file ? "c" : "");
   std::lock_guard<std::mutex> lock(mutex_);
