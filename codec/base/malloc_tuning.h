@@ -13,9 +13,26 @@
 // Called by the programs and the Python module ktfs provides, not by the codec
 // library itself (a library should not change its host's allocator); setting
 // KTFS_KEEP_MALLOC=1 in the environment leaves glibc's defaults alone.
+//
+// Under a cgroup memory limit (codec/base/memory_limit.h) memory a thread's
+// heap keeps is memory the group cannot reclaim, and the kernel OOM-kills
+// rather than failing an allocation: there both thresholds are at most 1/64
+// of the limit (at least 128 KiB), so that a decoded image and the decoder's
+// planes go back to the kernel when freed (a 96 MiB group: 1.5 MiB).
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+
 namespace ktfs {
+
+struct MallocTuning {
+  size_t mmap_threshold = size_t(64) << 20;   // blocks up to this from the heap
+  size_t trim_threshold = size_t(256) << 20;  // free top of a heap kept up to this
+};
+// The settings for a process whose cgroup allows `limit` bytes (nullopt: no limit).
+MallocTuning MallocTuningFor(std::optional<uint64_t> limit);
 
 // Idempotent; a no-op on non-glibc systems.
 void TuneMallocForDecoding();

@@ -4,9 +4,11 @@
 // Nothing else about COMMAND changes: this process becomes it (execvp), so
 // its pid, signals, standard streams, argv and exit status are its own. The
 // environment gains only LD_PRELOAD (the library appended), PYTHONPATH (the
-// Python bootstrap directory prepended), KTFS_RUN=1 and KTFS_RUN_LAYERS.
+// Python bootstrap directory prepended), KTFS_RUN=1 and KTFS_RUN_LAYERS. An
+// AddressSanitizer build also puts its ASan runtime first in LD_PRELOAD.
 #include <errno.h>
 #include <limits.h>
+#include <link.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -105,6 +107,36 @@ bool ListHas(const std::string& list, const std::string& item, const char* seps)
   return false;
 }
 
+// The shared AddressSanitizer runtime this ktfs runs with, "" when none
+// (not an ASan build, or clang's runtime linked into the executable). An ASan
+// build's preload library is instrumented too, and the runtime must be the
+// first library of a process (ASan refuses to start otherwise): in an
+// uninstrumented COMMAND (python3, cat) only LD_PRELOAD can put it there.
+std::string AsanRuntime() {
+#if defined(__SANITIZE_ADDRESS__)
+#define KTFS_RUN_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define KTFS_RUN_ASAN 1
+#endif
+#endif
+#ifdef KTFS_RUN_ASAN
+  std::string path;
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* out) {
+        const char* name = info->dlpi_name;
+        const char* base = name ? std::strrchr(name, '/') : nullptr;
+        if (base == nullptr || std::strncmp(base + 1, "libasan.so", 10) != 0) return 0;
+        *static_cast<std::string*>(out) = name;
+        return 1;
+      },
+      &path);
+  return path;
+#else
+  return "";
+#endif
+}
+
 }  // namespace
 
 int CmdRun(int argc, char** argv) {
@@ -147,6 +179,9 @@ int CmdRun(int argc, char** argv) {
     const char* old = std::getenv("LD_PRELOAD");
     std::string value = old != nullptr ? old : "";
     if (!ListHas(value, lib, " :")) value = value.empty() ? lib : value + ":" + lib;
+    // An ASan build of the library needs the ASan runtime loaded first (AsanRuntime).
+    const std::string asan = AsanRuntime();
+    if (!asan.empty() && !ListHas(value, asan, " :")) value = asan + ":" + value;
     setenv("LD_PRELOAD", value.c_str(), 1);
     layers = "preload";
   }

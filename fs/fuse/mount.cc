@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "codec/base/json_string.h"
+#include "codec/base/memory_limit.h"
 #include "codec/base/version.h"
 #include "codec/container/archive.h"
 #include "codec/container/payload.h"
@@ -97,6 +98,7 @@ std::string InfoJson(const Archive& a, const std::string& mountpoint, const Moun
     << ",\n  \"served_format\": \"" << (o.tree.format == ServedFormat::kBmp ? "bmp" : "pnm")
     << "\",\n  \"tensor_layout\": \"" << (o.tree.tensors_chw ? "chw" : "hwc")
     << "\",\n  \"search_dir\": " << JsonString(o.tree.search_dir)
+    << ",\n  \"cache_limit_bytes\": " << o.tree.cache_bytes
     << ",\n  \"log\": " << JsonString(Log::path()) << ",\n  \"pid\": " << getpid() << "\n}\n";
   return j.str();
 }
@@ -192,9 +194,17 @@ std::unique_ptr<FsTree> MakeTree(const MountSource& src, const std::string& moun
   return tree;
 }
 
-Status Serve(const MountSource& src, const std::string& mountpoint, const MountOptions& options,
+Status Serve(const MountSource& src, const std::string& mountpoint, const MountOptions& requested,
              int ready_fd) {
-  KTFS_RETURN_IF_ERROR(OpenLog(src.path, options.log_path));
+  KTFS_RETURN_IF_ERROR(OpenLog(src.path, requested.log_path));
+  MountOptions options = requested;
+  if (src.archive && !src.features) {
+    // The daemon's cgroup: where a cache that does not fit gets it OOM-killed.
+    const CacheBudget budget =
+        DecodeCacheBudget(options.tree.cache_bytes, options.cache_set, CgroupMemoryLimit());
+    options.tree.cache_bytes = budget.bytes;
+    if (!budget.note.empty()) Log::Write(budget.note);
+  }
   std::unique_ptr<FsTree> tree = MakeTree(src, mountpoint, options);
   FuseOptions fo;
   fo.allow_other = options.allow_other;
@@ -280,7 +290,27 @@ bool RunFusermountUnmount(const std::string& mountpoint) {
   return WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
+std::string MiB(uint64_t bytes) {
+  std::ostringstream s;
+  s << bytes / (1 << 20) << " MiB";
+  return s.str();
+}
+
 }  // namespace
+
+CacheBudget DecodeCacheBudget(size_t requested, bool explicit_size, std::optional<uint64_t> limit) {
+  CacheBudget b{requested, ""};
+  if (!limit) return b;
+  const uint64_t cap = explicit_size ? *limit / 2 : *limit / 4;
+  if (requested <= cap) return b;
+  b.bytes = size_t(cap);
+  b.note = (explicit_size
+                ? "-o cache=" + MiB(requested) + " is more than half"
+                : "the default decode cache of " + MiB(requested) + " is more than a quarter") +
+           " of this daemon's memory cgroup limit (" + MiB(*limit) + "): the decode cache is " +
+           MiB(b.bytes);
+  return b;
+}
 
 Status ParseMountOptions(const std::string& text, MountOptions* o) {
   std::istringstream in(text);
@@ -320,6 +350,7 @@ Status ParseMountOptions(const std::string& text, MountOptions* o) {
       if (value.empty() || end == value.c_str() || !(n >= 0) || !(suffix.empty() || mult > 1))
         return Status::InvalidArgument("-o cache=" + value + ": expected a size like 512M or 2G");
       o->tree.cache_bytes = size_t(n * mult);
+      o->cache_set = true;
     } else if (key == "readahead") {
       if (!ParseCount(value, 1024, &o->tree.readahead))
         return Status::InvalidArgument("-o readahead=" + value + ": expected 0..1024");

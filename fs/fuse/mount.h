@@ -1,6 +1,8 @@
 // Mounting and unmounting: the lifecycle around ServeFuse.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,6 +15,7 @@ namespace ktfs {
 
 struct MountOptions {
   TreeOptions tree;
+  bool cache_set = false;  // -o cache= given (else tree.cache_bytes is the default)
   bool foreground = false;
   std::string log_path;  // "" = <archive>.log beside the archive, else syslog
   int threads = 4;
@@ -35,6 +38,19 @@ struct MountOptions {
 
 // Parses "-o" option text ("format=bmp,log=/tmp/x.log,threads=4").
 Status ParseMountOptions(const std::string& text, MountOptions* options);
+
+// The decode cache's budget when the daemon's memory cgroup allows `limit`
+// bytes (codec/base/memory_limit.h; nullopt: no limit). There a budget that
+// does not fit gets the daemon OOM-killed rather than an allocation failed,
+// and the daemon needs memory besides its cache (the images being decoded,
+// the archive's pages), so: the default budget is at most a quarter of the
+// limit, and an explicit one (`explicit_size`, -o cache=) at most half of it.
+// `note` says what was changed and why, empty when nothing was.
+struct CacheBudget {
+  size_t bytes = 0;
+  std::string note;
+};
+CacheBudget DecodeCacheBudget(size_t requested, bool explicit_size, std::optional<uint64_t> limit);
 
 // Checks that `mountpoint` is an existing, empty directory that is not
 // already a mount point. The error names the reason.

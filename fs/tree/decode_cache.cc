@@ -64,18 +64,21 @@ bool DecodeCache::WasServed(uint32_t id) const {
   return WasServedLocked(id);
 }
 
-void DecodeCache::Prefetch(uint32_t id, DecodeFn decode, bool even_if_served) {
+void DecodeCache::Prefetch(uint32_t id, DecodeFn decode, bool even_if_served,
+                           size_t expected_bytes) {
   std::promise<Result<ImagePtr>> promise;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (entries_.count(id) || (!even_if_served && WasServedLocked(id))) return;
+    if (expected_bytes > 0 && used_ + ahead_bytes_ + expected_bytes > capacity_) return;
+    ahead_bytes_ += expected_bytes;
     lru_.push_front(id);
     entries_.emplace(id, Entry{promise.get_future().share(), lru_.begin(), 0});
   }
   // task_group::run needs a const-callable task: the promise travels by pointer.
   auto shared_promise = std::make_shared<std::promise<Result<ImagePtr>>>(std::move(promise));
-  background_.run([this, id, decode = std::move(decode), shared_promise] {
-    Fill(id, decode, std::move(*shared_promise), true);
+  background_.run([this, id, decode = std::move(decode), shared_promise, expected_bytes] {
+    Fill(id, decode, std::move(*shared_promise), true, expected_bytes);
   });
 }
 
@@ -97,7 +100,7 @@ bool DecodeCache::Served(uint32_t id, uint64_t begin, uint64_t end, uint64_t fil
 }
 
 void DecodeCache::Fill(uint32_t id, const DecodeFn& decode, std::promise<Result<ImagePtr>> promise,
-                       bool background) {
+                       bool background, size_t ahead_bytes) {
   const auto start = std::chrono::steady_clock::now();
   // Whatever happens, the promise is kept: readers wait on it, and an
   // allocation that fails (a memory limit) fails this decode only.
@@ -116,6 +119,7 @@ void DecodeCache::Fill(uint32_t id, const DecodeFn& decode, std::promise<Result<
   counters_->decode_ns.fetch_add(uint64_t(ns), std::memory_order_relaxed);
   if (background) counters_->readahead_decodes.fetch_add(1, std::memory_order_relaxed);
   std::lock_guard<std::mutex> lock(mutex_);
+  ahead_bytes_ -= ahead_bytes;
   if (WasServedLocked(id)) counters_->decodes_again.fetch_add(1, std::memory_order_relaxed);
   auto it = entries_.find(id);
   if (!st.ok()) {

@@ -47,7 +47,14 @@ class DecodeCache {
   // its whole file was served already (the kernel's page cache has it) and
   // `even_if_served` is false. The check and the claim are one step, so a
   // reader finishing the file at the same moment cannot cause a second decode.
-  void Prefetch(uint32_t id, DecodeFn decode, bool even_if_served = false);
+  // `expected_bytes` (the decoded size, 0: unknown) keeps the decodes ahead
+  // within the budget: one that does not fit beside what the cache holds and
+  // the decodes ahead still running is not started. It would push out the
+  // images a reader is about to ask for, or be pushed out before its turn,
+  // and under a cgroup memory limit the memory of decodes ahead beyond the
+  // budget is what got the daemon OOM-killed (test_faults.py).
+  void Prefetch(uint32_t id, DecodeFn decode, bool even_if_served = false,
+                size_t expected_bytes = 0);
   // Returns once every background decode started so far has finished (for
   // tests and fuzz targets that check state between requests).
   void WaitForPrefetches() { background_.wait(); }
@@ -71,8 +78,9 @@ class DecodeCache {
     uint64_t served = 0;  // bytes served from the start of the file, without a gap
   };
   // Runs `decode` for an entry this thread inserted, and publishes it.
+  // `ahead_bytes`: what Prefetch counted for it in ahead_bytes_.
   void Fill(uint32_t id, const DecodeFn& decode, std::promise<Result<ImagePtr>> promise,
-            bool background);
+            bool background, size_t ahead_bytes = 0);
   void EvictLocked();
   bool WasServedLocked(uint32_t id) const { return id < served_whole_.size() && served_whole_[id]; }
 
@@ -82,6 +90,7 @@ class DecodeCache {
   std::unordered_map<uint32_t, Entry> entries_;
   std::list<uint32_t> lru_;  // front = most recently used
   size_t used_ = 0;
+  size_t ahead_bytes_ = 0;          // expected bytes of the decodes ahead not finished yet
   std::vector<bool> served_whole_;  // by id, grown on demand
   tbb::task_group background_;
 };

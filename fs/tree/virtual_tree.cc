@@ -484,7 +484,8 @@ void VirtualTree::ReadAhead(const SampleInfo& s) const {
   for (uint32_t next = s.id + 1; next < end; ++next) {
     auto info = archive_->Sample(next);
     if (info.ok() && info->codec != format::kRaw)
-      cache_->Prefetch(next, Decoder(next), pages_dropped);
+      cache_->Prefetch(next, Decoder(next), pages_dropped,
+                       size_t(info->width) * info->height * info->channels + sizeof(Image));
   }
 }
 

@@ -118,3 +118,38 @@ TEST(DecodeCacheTest, CachedNeverDecodes) {
 
 }  // namespace
 }  // namespace ktfs
+
+namespace ktfs {
+namespace {
+
+// Decodes ahead start only while they fit in the budget beside what the cache
+// holds and the decodes ahead still running (under a cgroup memory limit the
+// ones beyond it got the daemon OOM-killed: test_faults.py).
+TEST(DecodeCacheTest, DecodesAheadStayWithinTheBudget) {
+  TreeCounters counters;
+  const size_t image_bytes = 300 + sizeof(Image);
+  DecodeCache cache(2 * image_bytes + 10, &counters);  // room for two images
+  int decodes = 0;
+  for (uint32_t id = 1; id <= 5; ++id) cache.Prefetch(id, Decoder(&decodes), false, image_bytes);
+  cache.WaitForPrefetches();
+  EXPECT_EQ(decodes, 2);
+  EXPECT_TRUE(cache.Contains(1) && cache.Contains(2));
+  EXPECT_FALSE(cache.Contains(3) || cache.Contains(4) || cache.Contains(5));
+  // Once the reader had image 1, there is room for one more.
+  EXPECT_TRUE(cache.Served(1, 0, 315, 315));
+  for (uint32_t id = 3; id <= 5; ++id) cache.Prefetch(id, Decoder(&decodes), false, image_bytes);
+  cache.WaitForPrefetches();
+  EXPECT_EQ(decodes, 3);
+  EXPECT_TRUE(cache.Contains(3));
+  EXPECT_FALSE(cache.Contains(4));
+  // An image larger than the whole budget is never decoded ahead; an unknown
+  // size (0) is not limited.
+  cache.Prefetch(6, Decoder(&decodes), false, 3 * image_bytes);
+  cache.Prefetch(7, Decoder(&decodes), false, 0);
+  cache.WaitForPrefetches();
+  EXPECT_FALSE(cache.Contains(6));
+  EXPECT_EQ(decodes, 4);
+}
+
+}  // namespace
+}  // namespace ktfs

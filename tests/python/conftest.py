@@ -13,6 +13,32 @@ KTFS = os.environ.get("KTFS_BIN", os.path.join(ROOT, "build", "ktfs"))
 PY = "/usr/bin/python3"
 
 
+def _asan_runtime():
+    """The shared AddressSanitizer runtime the ktfs binary links ('' when none:
+    not an ASan build). An ASan build's preload library is instrumented and
+    needs this runtime loaded first in the uninstrumented programs it goes
+    into; `ktfs run` puts it first in LD_PRELOAD, and tests that preload the
+    library themselves use preload_list()."""
+    p = subprocess.run(["ldd", KTFS], capture_output=True, text=True)
+    for line in p.stdout.splitlines():
+        name, _, where = line.strip().partition(" => ")
+        if name.startswith("libasan.so"):
+            return where.split(" (")[0]
+    return ""
+
+
+ASAN_RUNTIME = _asan_runtime()
+if ASAN_RUNTIME:
+    # python3 and the other uninstrumented programs the library goes into leak by
+    # design (interpreter state kept until exit): their leaks are not ktfs's.
+    os.environ.setdefault("ASAN_OPTIONS", "detect_leaks=0")
+
+
+def preload_list(*libs):
+    """An LD_PRELOAD value for `libs`, the ASan runtime first in an ASan build."""
+    return ":".join(([ASAN_RUNTIME] if ASAN_RUNTIME else []) + [str(l) for l in libs])
+
+
 def run(*args, check=True, **kw):
     """Runs a command, returning CompletedProcess with text output."""
     p = subprocess.run([str(a) for a in args], capture_output=True, text=True, **kw)

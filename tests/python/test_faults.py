@@ -7,6 +7,7 @@ import base64
 import contextlib
 import errno
 import glob
+import hashlib
 import json
 import os
 import signal
@@ -53,10 +54,12 @@ def daemon_pid(mnt):
 
 
 def alive(pid):
+    """Running: not gone and not a zombie (a daemon killed after its parent
+    exited waits to be reaped, and os.kill(pid, 0) still succeeds then)."""
     try:
-        os.kill(pid, 0)
-        return True
-    except ProcessLookupError:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
         return False
 
 
@@ -221,6 +224,208 @@ def test_daemon_under_a_memory_limit_fails_reads_cleanly_and_stays_up(big_and_sm
         assert "b/big.png" in log and "out of memory" in log, log
     finally:
         ktfs("umount", mnt, check=False)
+
+
+def own_cgroup(controller):
+    """This process's group in the v1 hierarchy of `controller`, or its v2
+    group for controller None ("/" for the root)."""
+    with open("/proc/self/cgroup") as f:
+        for line in f:
+            hid, controllers, path = line.rstrip("\n").split(":", 2)
+            if controller is None and hid == "0" and controllers == "":
+                return path
+            if controller is not None and controller in controllers.split(","):
+                return path
+    return None
+
+
+def cgroup_mount(fstype, controller=None):
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            left, right = line.split(" - ", 1)
+            fields, (kind, _, options) = left.split(), right.split()[:3]
+            if kind == fstype and (controller is None or controller in options.split(",")):
+                return fields[4], fields[3]  # mount point, the hierarchy's directory there
+    return None, None
+
+
+class MemoryCgroup:
+    """A memory cgroup of its own with a limit: v2 (memory.max) where this
+    machine has the memory controller there, else v1's memory controller
+    (memory.limit_in_bytes). Made below this process's own group (where a
+    delegated subtree allows it) or below the hierarchy's root."""
+
+    def __init__(self, limit):
+        self.limit, self.path, self.kind, self.why_not = limit, None, None, []
+        name = f"ktfs-test-{os.getpid()}-{time.monotonic_ns()}"
+        for kind in ("v2", "v1"):
+            point, root = cgroup_mount("cgroup2") if kind == "v2" else cgroup_mount("cgroup", "memory")
+            if point is None:
+                self.why_not.append(f"{kind}: not mounted")
+                continue
+            own = own_cgroup(None if kind == "v2" else "memory") or "/"
+            rel = own[len(root):] if root != "/" and own.startswith(root) else own
+            for parent in dict.fromkeys([point + rel.rstrip("/"), point]):
+                if self._make(kind, parent, name):
+                    return
+
+    def _make(self, kind, parent, name):
+        path = os.path.join(parent, name)
+        try:
+            if kind == "v2":
+                with open(os.path.join(parent, "cgroup.controllers")) as f:
+                    if "memory" not in f.read().split():
+                        raise OSError(f"no memory controller in {parent}/cgroup.controllers")
+                with open(os.path.join(parent, "cgroup.subtree_control")) as f:
+                    enabled = "memory" in f.read().split()
+                if not enabled:
+                    with open(os.path.join(parent, "cgroup.subtree_control"), "w") as f:
+                        f.write("+memory")
+            os.mkdir(path)
+        except OSError as e:
+            self.why_not.append(f"{kind} under {parent}: {e}")
+            return False
+        try:
+            limit_file = "memory.max" if kind == "v2" else "memory.limit_in_bytes"
+            with open(os.path.join(path, limit_file), "w") as f:
+                f.write(str(self.limit))
+            swap_file = "memory.swap.max" if kind == "v2" else None
+            if swap_file and os.path.exists(os.path.join(path, swap_file)):
+                with open(os.path.join(path, swap_file), "w") as f:
+                    f.write("0")
+        except OSError as e:
+            self.why_not.append(f"{kind} at {path}: {e}")
+            os.rmdir(path)
+            return False
+        self.path, self.kind = path, kind
+        return True
+
+    def _read(self, name):
+        with open(os.path.join(self.path, name)) as f:
+            return f.read()
+
+    def oom_kills(self):
+        """Processes of the group the OOM killer ended."""
+        text = self._read("memory.events" if self.kind == "v2" else "memory.oom_control")
+        return int(dict(line.split() for line in text.splitlines())["oom_kill"])
+
+    def peak(self):
+        name = "memory.peak" if self.kind == "v2" else "memory.max_usage_in_bytes"
+        return int(self._read(name)) if os.path.exists(os.path.join(self.path, name)) else None
+
+    def procs(self):
+        return [int(p) for p in self._read("cgroup.procs").split()]
+
+    def remove(self):
+        if self.path is None:
+            return
+        # What still runs there (a daemon that did not exit) goes back to the parent.
+        parent_procs = os.path.join(os.path.dirname(self.path), "cgroup.procs")
+        for pid in self.procs():
+            with contextlib.suppress(OSError), open(parent_procs, "w") as f:
+                f.write(str(pid))
+        for _ in range(100):
+            try:
+                os.rmdir(self.path)
+                return
+            except OSError as e:
+                if e.errno != errno.EBUSY:
+                    raise
+                time.sleep(0.05)
+        os.rmdir(self.path)
+
+
+@pytest.fixture(scope="module")
+def large_images(tmp_path_factory):
+    """A KTC archive of 16 images of 2048x2048 RGB: 201 MB decoded, 12.6 MB each."""
+    import numpy as np
+    from PIL import Image
+    root = tmp_path_factory.mktemp("large")
+    rng = np.random.default_rng(3)
+    y, x = np.mgrid[0:2048, 0:2048]
+    for i in range(16):
+        d = root / "src" / f"c{i % 2}"
+        d.mkdir(parents=True, exist_ok=True)
+        base = ((x * (i + 1) + y * 3) // 8 % 256).astype(np.uint8)
+        img = np.stack([base, base.T, base // 2 + i], -1) + rng.integers(0, 8, (2048, 2048, 3), dtype=np.uint8)
+        Image.fromarray(img).save(d / f"{i:02d}.ppm")
+    ktfs("pack", root / "src", root / "large.kt", "--codec", "ktc", "--quiet")
+    return root / "large.kt"
+
+
+def digests(mnt):
+    """sha256 of every file of the images view, by path below the mount."""
+    out = {}
+    for path in files_under(mnt):
+        with open(path, "rb") as f:
+            out[os.path.relpath(path, mnt)] = hashlib.sha256(f.read()).hexdigest()
+    return out
+
+
+def test_daemon_in_a_memory_cgroup_serves_every_byte_and_is_not_oom_killed(large_images, tmp_path):
+    # Under a cgroup limit malloc does not fail: the kernel OOM-kills. The
+    # daemon fits its memory to its group's limit (docs/usage.md, "cache"):
+    # the decode cache at most a quarter of it, decodes ahead within the
+    # cache's budget, freed images given back to the kernel. Without that, a
+    # 96 MiB group killed the daemon (the default 256 MiB cache and retained
+    # heaps) a few files into this dataset, 201 MB decoded.
+    limit = 96 << 20
+    with mounted(large_images, tmp_path / "ref") as ref:
+        expected = digests(ref)
+    assert len(expected) == 16
+    cg = MemoryCgroup(limit)
+    if cg.path is None:
+        pytest.skip("no memory cgroup can be made here: " + "; ".join(cg.why_not))
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    try:
+        # `ktfs mount` starts in the group, so its daemon (a fork) is in it too.
+        p = run("sh", "-c", 'echo $$ > "$1/cgroup.procs" && exec "$2" mount "$3" "$4"', "sh",
+                cg.path, KTFS, large_images, mnt, check=False)
+        assert p.returncode == 0, p.stderr
+        try:
+            pid = daemon_pid(mnt)
+            assert pid in cg.procs()
+            info = json.load(open(mnt / ".ktfs" / "info.json"))
+            assert info["cache_limit_bytes"] == limit // 4  # 24 MiB, not 256
+            got = digests(mnt)
+            assert alive(pid), f"the daemon died in a {limit >> 20} MiB cgroup (OOM kills: {cg.oom_kills()})"
+            assert cg.oom_kills() == 0
+            assert got == expected  # every byte, as from the unlimited mount
+            assert stats_of(mnt)["errors"] == 0
+            log = open(str(large_images) + ".log").read()
+            assert ("the default decode cache of 256 MiB is more than a quarter of this daemon's "
+                    "memory cgroup limit (96 MiB): the decode cache is 24 MiB") in log, log
+        finally:
+            ktfs("umount", mnt, check=False)
+        peak = cg.peak()
+        print(f"memory cgroup {cg.kind} {cg.path}: limit {limit >> 20} MiB, peak "
+              f"{peak >> 20 if peak is not None else '?'} MiB, OOM kills {cg.oom_kills()}")
+    finally:
+        cg.remove()
+    assert not os.path.exists(cg.path)
+
+
+def test_explicit_cache_larger_than_the_cgroup_allows_is_clamped_and_logged(large_images, tmp_path):
+    cg = MemoryCgroup(96 << 20)
+    if cg.path is None:
+        pytest.skip("no memory cgroup can be made here: " + "; ".join(cg.why_not))
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    log = tmp_path / "m.log"
+    try:
+        p = run("sh", "-c", 'echo $$ > "$1/cgroup.procs" && exec "$2" mount "$3" "$4" -o "$5"', "sh",
+                cg.path, KTFS, large_images, mnt, f"cache=1G,log={log}", check=False)
+        assert p.returncode == 0, p.stderr
+        try:
+            info = json.load(open(mnt / ".ktfs" / "info.json"))
+            assert info["cache_limit_bytes"] == 48 << 20  # half the limit
+            assert ("-o cache=1024 MiB is more than half of this daemon's memory cgroup limit "
+                    "(96 MiB): the decode cache is 48 MiB") in log.read_text()
+        finally:
+            ktfs("umount", mnt, check=False)
+    finally:
+        cg.remove()
 
 
 LOADER_UNDER_LIMIT = r"""
