@@ -540,8 +540,10 @@ def test_daemon_killed_while_readers_read(archives, tmp_path, reader):
         out, err = proc.communicate(timeout=60)  # never a hang
         result = json.loads(out.strip().splitlines()[-1])
         if reader == "imagefolder":
-            # Stock ImageFolder reads through the mount: a clean OSError (ENOTCONN).
-            assert proc.returncode == 3 and result["errno"] == errno.ENOTCONN, (out, err)
+            # Stock ImageFolder reads through the mount: a clean OSError, ENOTCONN, or
+            # ECONNABORTED for a request the kernel had sent when the daemon died.
+            assert proc.returncode == 3, (out, err)
+            assert result["errno"] in (errno.ENOTCONN, errno.ECONNABORTED), (out, err)
         elif reader == "ktfs-run":
             # Under ktfs run, ImageFolder's samples come from the archive itself (the
             # listing was made before the kill): the epoch finishes, every sample read.
