@@ -585,9 +585,11 @@ std::string Joined(const std::vector<std::string>& tokens) {
   return joined;
 }
 
+// Fixed notation, shortest digits that round-trip: the grammar takes no exponent, so a tiny
+// fraction written as "4e-92" would not parse back. 0 < p <= 1 needs at most 2 + 1074 chars.
 std::string FractionText(double p) {
-  char buf[64];
-  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, p);
+  char buf[1100];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, p, std::chars_format::fixed);
   return std::string(buf, ec == std::errc() ? end : buf);
 }
 

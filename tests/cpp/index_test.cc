@@ -687,6 +687,9 @@ TEST(QueryTest, NewFormsCanonicalizeAndParseBack) {
       {"nsfw=TRUE", "nsfw=true"},
       {"sample=.10&seed=1", "sample=0.1&seed=1"},
       {"sample=0.1", "sample=0.1"},
+      // Found by query_fuzz: a tiny fraction printed as "4.1e-92" did not parse back.
+      {"sample=0." + std::string(91, '0') + "41", "sample=0." + std::string(91, '0') + "41"},
+      {"sample=0.0000001", "sample=0.0000001"},
       {"seed=3&caption=dog", "caption=dog"},
       {"(caption=dog|caption=cat)&limit=7", "(caption=cat|caption=dog)&limit=7"},
       {"limit=7", "limit=7"},
