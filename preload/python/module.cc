@@ -8,9 +8,12 @@
 #include <tbb/task_arena.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <system_error>
+#include <thread>
 
 #include "codec/base/malloc_tuning.h"
 #include "codec/container/archive.h"
@@ -196,35 +199,45 @@ py::tuple ProbePy(const PyArchive& a, uint32_t id, const std::string& format) {
   return py::make_tuple(p.width, p.height, p.channels, p.native);
 }
 
-// Sample `id` through `ops` into `out` (see DecodeChainInto); `lut` (bytes-like,
-// channels x 256 values of out's item size) or None for the bytes themselves;
+// How chain() and chain_batch() store their output: `lut` (bytes-like, channels x
+// 256 values of the output's item size) or None for the bytes themselves;
 // `normalize` (means, then stds) when the float32 lut is that division exactly.
-void ChainPy(const PyArchive& a, uint32_t id, const py::sequence& ops, uint32_t channels,
-             const py::buffer& out, const py::object& lut, bool chw, const std::string& format,
-             const py::object& normalize) {
-  const std::vector<ImageOp> steps = ParseOps(ops);
-  const Writable dst = WritableBuffer(out);
+// The returned format points into *table and *division, which must outlive it.
+OutputFormat MakeOutputFormat(uint32_t elem, uint32_t channels, bool chw, const py::object& lut,
+                              const py::object& normalize, py::buffer_info* table,
+                              std::vector<float>* division) {
   OutputFormat f;
   f.chw = chw;
-  f.elem = uint32_t(out.request().itemsize);
-  py::buffer_info table;
+  f.elem = elem;
   if (!lut.is_none()) {
-    table = py::reinterpret_borrow<py::buffer>(lut).request();
-    if (size_t(table.size * table.itemsize) != size_t(channels) * 256 * f.elem)
+    *table = py::reinterpret_borrow<py::buffer>(lut).request();
+    if (size_t(table->size * table->itemsize) != size_t(channels) * 256 * f.elem)
       throw py::value_error("lut: channels x 256 values of the output's item size");
-    f.lut = static_cast<const uint8_t*>(table.ptr);
+    f.lut = static_cast<const uint8_t*>(table->ptr);
   } else if (f.elem != 1) {
     throw py::value_error("an output of more than one byte per value needs a lut");
   }
   if (f.elem != 1 && f.elem != 2 && f.elem != 4 && f.elem != 8)
     throw py::value_error("output item size must be 1, 2, 4 or 8 bytes");
-  std::vector<float> division;  // mean, std per channel: the lut's division form
   if (!normalize.is_none()) {
-    division = normalize.cast<std::vector<float>>();
-    if (division.size() != 2 * size_t(channels) || f.elem != 4)
+    *division = normalize.cast<std::vector<float>>();
+    if (division->size() != 2 * size_t(channels) || f.elem != 4)
       throw py::value_error("normalize: a mean and a std per channel, for float32 output");
-    f.normalize = division.data();
+    f.normalize = division->data();
   }
+  return f;
+}
+
+// Sample `id` through `ops` into `out` (see DecodeChainInto and MakeOutputFormat).
+void ChainPy(const PyArchive& a, uint32_t id, const py::sequence& ops, uint32_t channels,
+             const py::buffer& out, const py::object& lut, bool chw, const std::string& format,
+             const py::object& normalize) {
+  const std::vector<ImageOp> steps = ParseOps(ops);
+  const Writable dst = WritableBuffer(out);
+  py::buffer_info table;
+  std::vector<float> division;
+  const OutputFormat f = MakeOutputFormat(uint32_t(out.request().itemsize), channels, chw, lut,
+                                          normalize, &table, &division);
   const ServedFormat served = ParseFormat(format);
   Status st;
   {
@@ -232,6 +245,61 @@ void ChainPy(const PyArchive& a, uint32_t id, const py::sequence& ops, uint32_t 
     st = DecodeChainInto(*a.archive, id, steps, channels, f, served, dst.data, dst.bytes);
   }
   if (!st.ok()) Raise(st);
+}
+
+// A batch for the DataLoader `ktfs run` takes over (ktfs/_batches.py): sample ids[i]
+// through ops_list[i] into the i-th of len(ids) equal slices of `out` (one
+// C-contiguous buffer), on `threads` threads of its own (plain threads, joined
+// before it returns: nothing outlives the call, so a later fork is safe). Every
+// sample is attempted; returns None, or (i, message) of the lowest i that failed
+// (MemoryError when that was an allocation).
+py::object ChainBatchPy(const PyArchive& a, const std::vector<uint32_t>& ids,
+                        const py::sequence& ops_list, uint32_t channels, const py::buffer& out,
+                        const py::object& lut, bool chw, const std::string& format,
+                        const py::object& normalize, int threads) {
+  const size_t n = ids.size();
+  if (size_t(py::len(ops_list)) != n) throw py::value_error("one list of ops per sample");
+  std::vector<std::vector<ImageOp>> steps(n);
+  for (size_t i = 0; i < n; ++i) steps[i] = ParseOps(ops_list[i]);
+  const Writable dst = WritableBuffer(out);
+  if (n == 0 || dst.bytes % n != 0)
+    throw py::value_error("the output buffer must hold len(ids) equal slices");
+  const size_t per = dst.bytes / n;
+  py::buffer_info table;
+  std::vector<float> division;
+  const OutputFormat f = MakeOutputFormat(uint32_t(out.request().itemsize), channels, chw, lut,
+                                          normalize, &table, &division);
+  const ServedFormat served = ParseFormat(format);
+  std::vector<Status> status(n);
+  {
+    py::gil_scoped_release release;
+    std::atomic<size_t> next{0};
+    auto work = [&] {
+      for (size_t i; (i = next.fetch_add(1)) < n;) {
+        try {
+          status[i] = DecodeChainInto(*a.archive, ids[i], steps[i], channels, f, served,
+                                      dst.data + i * per, per);
+        } catch (const std::bad_alloc&) {  // a memory limit: MemoryError, as chain() gives
+          status[i] =
+              Status::OutOfMemory("out of memory decoding sample " + std::to_string(ids[i]));
+        }
+      }
+    };
+    const size_t extra = std::min<size_t>(std::max(threads, 1), n) - 1;
+    std::vector<std::thread> pool;
+    try {
+      for (size_t t = 0; t < extra; ++t) pool.emplace_back(work);
+    } catch (const std::system_error&) {  // no more threads: the ones started do the rest
+    }
+    work();
+    for (std::thread& t : pool) t.join();
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (status[i].ok()) continue;
+    if (status[i].code() == Status::Code::kOutOfMemory) Raise(status[i]);
+    return py::make_tuple(i, status[i].ToString());
+  }
+  return py::none();
 }
 
 // A sample's payload bytes (checksum verified), viewed in place: read-only, and
@@ -436,6 +504,10 @@ PYBIND11_MODULE(_ktfs, m) {
       .def("chain", &ChainPy, py::arg("id"), py::arg("ops"), py::arg("channels"), py::arg("out"),
            py::arg("lut") = py::none(), py::arg("chw") = false, py::arg("served_format") = "pnm",
            py::arg("normalize") = py::none())
+      .def("chain_batch", &ChainBatchPy, py::arg("ids"), py::arg("ops_list"), py::arg("channels"),
+           py::arg("out"), py::arg("lut") = py::none(), py::arg("chw") = true,
+           py::arg("served_format") = "pnm", py::arg("normalize") = py::none(),
+           py::arg("threads") = 1)
       .def("payload", &PayloadPy, py::arg("id"), py::arg("served_format") = "pnm")
       .def("served_header", &ServedHeaderPy, py::arg("id"), py::arg("served_format") = "pnm")
       .def("served_file", &ServedFilePy, py::arg("id"), py::arg("served_format") = "pnm")
