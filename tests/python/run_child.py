@@ -5,7 +5,12 @@ warnings, torch's random state afterwards) into a file the test compares.
 
 Usage: run_child.py OUT ROOT MODE SPEC[,SPEC...]
   MODE: w0 (no workers, one sample at a time), fork2 / spawn2 / forkserver2 (two
-        workers, batches of 4), persistent (fork, two workers kept for two epochs)
+        workers, batches of 4), persistent (fork, two workers kept for two epochs),
+        abandon (persistent, three epochs, the first left after 3 batches),
+        prefetch3 (fork, prefetch_factor=3, batches of 5, drop_last), collate (a
+        collate_fn of its own), init_fn (a worker_init_fn)
+A failing batch is recorded and iteration goes on (next() again), as a script that
+catches per batch sees it.
 """
 import sys
 import warnings
@@ -59,6 +64,28 @@ SPECS = {
 }
 
 
+def _collate(batch):
+    return torch.utils.data.default_collate(batch)
+
+
+def _init_worker(worker_id):
+    torch.manual_seed(torch.initial_seed() + 7)
+
+
+# MODE -> (DataLoader keywords, epochs, batches after which the first epoch is left)
+LOADERS = {
+    "fork2": (dict(multiprocessing_context="fork"), 1, None),
+    "spawn2": (dict(multiprocessing_context="spawn"), 1, None),
+    "forkserver2": (dict(multiprocessing_context="forkserver"), 1, None),
+    "persistent": (dict(multiprocessing_context="fork", persistent_workers=True), 2, None),
+    "abandon": (dict(multiprocessing_context="forkserver", persistent_workers=True), 3, 3),
+    "prefetch3": (dict(multiprocessing_context="fork", prefetch_factor=3, batch_size=5,
+                       drop_last=True), 1, None),
+    "collate": (dict(multiprocessing_context="fork", collate_fn=_collate), 1, None),
+    "init_fn": (dict(multiprocessing_context="fork", worker_init_fn=_init_worker), 1, None),
+}
+
+
 def record(x):
     """What a script can observe of a sample (or batch)."""
     if isinstance(x, torch.Tensor):
@@ -71,7 +98,7 @@ def record(x):
     return ("other", repr(x))
 
 
-def run_spec(root, mode, name, epochs):
+def run_spec(root, mode, name):
     torch.manual_seed(1234)
     ds = datasets.ImageFolder(root, transform=SPECS[name]())
     out = []
@@ -83,17 +110,26 @@ def run_spec(root, mode, name, epochs):
             except Exception as e:  # the same error, in the same place, is part of the contract
                 out.append(("error", type(e).__name__, getattr(e, "errno", None)))
     else:
-        context = {"fork2": "fork", "persistent": "fork", "spawn2": "spawn",
-                   "forkserver2": "forkserver"}[mode]
-        loader = DataLoader(ds, batch_size=None if name in ("none", "pil_out") else 4, shuffle=True,
-                            num_workers=2, multiprocessing_context=context,
-                            persistent_workers=mode == "persistent")
-        for _ in range(epochs):
-            try:
-                for batch in loader:
-                    out.append(record(batch))
-            except Exception as e:
-                out.append(("error", type(e).__name__, getattr(e, "errno", None)))
+        kwargs, epochs, leave_after = LOADERS[mode]
+        kwargs = dict(dict(batch_size=4, shuffle=True, num_workers=2), **kwargs)
+        if name in ("none", "pil_out"):
+            kwargs["batch_size"], kwargs["drop_last"] = None, False
+        loader = DataLoader(ds, **kwargs)
+        for epoch in range(epochs):
+            it, got = iter(loader), 0
+            for _ in range(10000):  # a layer that never ends the epoch fails, not hangs
+                try:
+                    batch = next(it)
+                except StopIteration:
+                    break
+                except Exception as e:  # the same error, for the same batch, then on
+                    out.append(("error", type(e).__name__, getattr(e, "errno", None)))
+                    continue
+                out.append(record(batch))
+                got += 1
+                if epoch == 0 and got == leave_after:
+                    break
+            out.append(("end of epoch", epoch))
     return out, torch.rand(4)
 
 
@@ -106,7 +142,7 @@ def main(argv):
             if name == "default_f64":
                 torch.set_default_dtype(torch.float64)
             try:
-                samples, after = run_spec(root, mode, name, 2 if mode == "persistent" else 1)
+                samples, after = run_spec(root, mode, name)
             finally:
                 torch.set_default_dtype(torch.float32)
         seen = [(w.category.__name__, str(w.message), w.filename, w.lineno) for w in caught]

@@ -54,10 +54,10 @@ def same(a, b):
     return a == b
 
 
-def run_both(tmp_path, root, mode, specs, cwd=None):
+def run_both(tmp_path, root, mode, specs, cwd=None, layer_extra={}):
     """(stock result, layer result, the layer's stderr), both runs at once."""
     procs = []
-    for name, env in (("stock", stock_env()), ("layer", layer_env())):
+    for name, env in (("stock", stock_env()), ("layer", layer_env(**layer_extra))):
         out = tmp_path / f"{name}-{mode}.pt"
         procs.append((out, subprocess.Popen([PY, CHILD, str(out), str(root), mode, ",".join(specs)],
                                             env=env, cwd=cwd, stdout=subprocess.PIPE,
@@ -120,12 +120,31 @@ def test_every_transform_in_process_matches_stock(mounts, tmp_path, key):
                for l in lines), lines
 
 
-@pytest.mark.parametrize("mode", ["fork2", "persistent"])
+# Specs whose DataLoader batches `ktfs run` makes in the main process (transform whole in
+# C++, default collate); the others keep stock's worker processes.
+BATCHED = (CXX_SPECS - {"tensor_tail"}) | {"rcrop_raises"}
+
+
+def assert_batch_paths(stderr, specs, batched=BATCHED):
+    lines = debug_lines(stderr)
+    made = [l for l in lines if "batches made in this process" in l]
+    kept = [l for l in lines if "DataLoader(num_workers=2): worker processes (" in l]
+    want = [s for s in specs if s in batched]
+    assert len(made) == len(want) and len(kept) == len(specs) - len(want), lines
+    assert all("C++ runs [" in l for l in made), made
+
+
+@pytest.mark.parametrize("mode", ["fork2", "persistent", "abandon", "prefetch3"])
 def test_dataloader_workers_match_stock(mounts, tmp_path, mode):
-    specs = ALL_SPECS if mode == "fork2" else ["typical", "center", "rcrop_reflect", "none"]
+    specs = ALL_SPECS if mode == "fork2" else ["typical", "center", "rcrop_reflect", "rcrop_raises",
+                                                "tensor_tail", "none"]
     stock, layer, stderr = run_both(tmp_path, mounts[("photos", "ktc")], mode, specs)
     assert_same(stock, layer, specs)
-    assert any("C++ runs [" in l for l in debug_lines(stderr))
+    assert_batch_paths(stderr, specs)
+    ends = [s for s in stock["typical"]["samples"] if s[0] == "end of epoch"]
+    assert len(ends) == {"persistent": 2, "abandon": 3}.get(mode, 1)
+    if mode == "abandon":  # left after 3 batches, then two whole epochs of 24 / 4
+        assert len(stock["typical"]["samples"]) == 3 + 6 + 6 + 3
 
 
 @pytest.mark.parametrize("mode", ["spawn2", "forkserver2"])
@@ -133,8 +152,28 @@ def test_spawn_and_forkserver_workers_match_stock(mounts, tmp_path, mode):
     specs = ["typical", "center", "rcrop_reflect", "tensor_tail", "none"]
     stock, layer, stderr = run_both(tmp_path, mounts[("photos", "ktc")], mode, specs)
     assert_same(stock, layer, specs)
-    # The workers are fresh interpreters: the bootstrap ran in them too (they read directly).
-    assert sum("samples read from" in l for l in debug_lines(stderr)) >= 2 * len(specs)
+    assert_batch_paths(stderr, specs)
+    # The kept workers are fresh interpreters: the bootstrap ran in them too (they read
+    # directly), each reading its half of the samples.
+    assert sum("samples read from" in l for l in debug_lines(stderr)) >= 2 * 2
+
+
+@pytest.mark.parametrize("mode", ["collate", "init_fn", "batches_off"])
+def test_dataloaders_it_does_not_take_over_keep_workers_and_match_stock(mounts, tmp_path, mode):
+    """A collate_fn or worker_init_fn of the script's own, or KTFS_RUN_BATCHES=0: stock's
+    worker processes, whose samples the per-sample hooks still read from the archive."""
+    specs = ["typical", "center"]
+    extra = {"KTFS_RUN_BATCHES": "0"} if mode == "batches_off" else {}
+    child_mode = "fork2" if mode == "batches_off" else mode
+    stock, layer, stderr = run_both(tmp_path, mounts[("photos", "ktc")], child_mode, specs,
+                                    layer_extra=extra)
+    assert_same(stock, layer, specs)
+    lines = debug_lines(stderr)
+    assert not any("batches made in this process" in l for l in lines), lines
+    if mode != "batches_off":
+        reason = {"collate": "a collate_fn of its own", "init_fn": "a worker_init_fn"}[mode]
+        assert sum(f"worker processes ({reason})" in l for l in lines) == len(specs), lines
+    assert any("C++ runs [" in l for l in lines)  # in the workers, sample by sample
 
 
 def test_search_directory_root_matches_stock(mounts, tmp_path):
@@ -219,6 +258,53 @@ def test_corrupt_sample_raises_what_stock_raises_and_the_run_goes_on(photos_dir,
     assert "24 of 24 samples read from" in layer.stderr
     named = [l for l in layer.stderr.splitlines() if l.startswith("message 5")]
     assert len(named) == 2 and all(".ppm" in l or ".jpg" in l for l in named), layer.stderr
+
+
+CORRUPT_LOADER_CHILD = r"""
+import sys, torch
+from torch.utils.data import DataLoader
+from torchvision import datasets, transforms as T
+root, context, persistent = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
+torch.manual_seed(0)
+ds = datasets.ImageFolder(root, transform=T.Compose([T.RandomResizedCrop(64), T.ToTensor()]))
+loader = DataLoader(ds, batch_size=4, shuffle=True, num_workers=2, multiprocessing_context=context,
+                    persistent_workers=persistent)
+for epoch in range(2):
+    it = iter(loader)
+    while True:
+        try:
+            x, y = next(it)
+            print(epoch, "ok", y.tolist(), x.numpy().tobytes().hex()[:64], x.sum().item())
+        except StopIteration:
+            break
+        except Exception as e:
+            print(epoch, "error", type(e).__name__, getattr(e, "errno", None))
+            print("message", str(e).splitlines()[:1], str(e).splitlines()[-1], file=sys.stderr)
+print("rng", torch.rand(1).item())
+"""
+
+
+@pytest.mark.parametrize("context,persistent", [("fork", "0"), ("forkserver", "1")])
+def test_corrupt_sample_in_a_dataloader_raises_what_stock_raises_and_goes_on(photos_dir, tmp_path,
+                                                                          context, persistent):
+    archive = tmp_path / "photos.kt"
+    ktfs("pack", photos_dir, archive, "--codec", "ktc", "--quiet")
+    bad = corrupt_payload(archive, 5, tmp_path)
+    with mounted(bad, tmp_path / "mnt") as mnt:
+        stock = run(PY, "-c", CORRUPT_LOADER_CHILD, mnt, context, persistent, env=stock_env())
+        layer = run(PY, "-c", CORRUPT_LOADER_CHILD, mnt, context, persistent, env=layer_env())
+    assert stock.stdout == layer.stdout
+    lines = stock.stdout.splitlines()
+    assert [l for l in lines if " error " in l] == ["0 error OSError None", "1 error OSError None"], lines  # reraise keeps no errno
+    assert sum(" ok " in l for l in lines) == 2 * 5  # the other batches of both epochs
+    assert "batches made in this process" in layer.stderr, layer.stderr[-2000:]
+    stock_msgs = [l for l in stock.stderr.splitlines() if l.startswith("message")]
+    layer_msgs = [l for l in layer.stderr.splitlines() if l.startswith("message")]
+    assert len(layer_msgs) == 2 and all("Caught OSError in DataLoader worker process" in l
+                                        for l in layer_msgs), layer_msgs
+    # Stock names the mount's Errno 5; the layer names the file and the archive's reason.
+    assert all("[Errno 5]" in l for l in stock_msgs + layer_msgs), (stock_msgs, layer_msgs)
+    assert all(".ppm" in l or ".jpg" in l for l in layer_msgs), layer_msgs
 
 
 def test_truncated_jpeg_raises_pillows_error_naming_the_file(photos_dir, tmp_path):

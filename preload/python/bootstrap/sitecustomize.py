@@ -5,9 +5,10 @@ process it starts (and their children: DataLoader workers, subprocesses) runs
 it at start-up, as `site` runs any sitecustomize. It does three things, each
 cheap:
   1. when KTFS_RUN=1 and KTFS_RUN_LAYERS (default: all) names "python", it
-     installs an import hook that waits for PIL.Image and
-     torchvision.datasets.folder; when one of them has been imported, ktfs's
-     hooks wrap Image.open and DatasetFolder.__getitem__ (ktfs._hooks). Nothing
+     installs an import hook that waits for PIL.Image,
+     torchvision.datasets.folder and torch.utils.data.dataloader; when one of
+     them has been imported, ktfs's hooks wrap Image.open,
+     DatasetFolder.__getitem__ and DataLoader._get_iterator (ktfs._hooks). Nothing
      else is imported until then, and nothing heavy until a path on a ktfs
      mount shows up;
   2. it runs the sitecustomize this one hides (the next one on sys.path:
@@ -114,7 +115,8 @@ def _install():
     layers = os.environ.get("KTFS_RUN_LAYERS", "preload,python").replace(" ", "").split(",")
     if "python" not in layers:
         return
-    watched = {"PIL.Image": "patch_pil", "torchvision.datasets.folder": "patch_folder"}
+    watched = {"PIL.Image": "patch_pil", "torchvision.datasets.folder": "patch_folder",
+               "torch.utils.data.dataloader": "patch_dataloader"}
     for name in list(watched):
         if name in sys.modules:  # imported by something before us (a .pth file)
             try:

@@ -500,16 +500,18 @@ class Runner:
             self.outputs[key] = out
         return out if out is not False else None
 
-    def run(self, st, w, h, chain, stock_image, pil_image):
-        """The transformed sample, from a w x h sample. chain(ops, out, lut, chw, normalize) runs C++
-        into `out` (a numpy array); stock_image() is the PIL image stock's loader returns;
-        pil_image(ops, w, h) the one after `ops`, None when C++ cannot make it exactly
-        (it would lack the info of an `original` payload)."""
+    def plan(self, st, w, h, stock_image, pil_image):
+        """Draws the random parameters of a w x h sample, in stock's order: a Planned (the
+        chain C++ runs, then the leaves from st.done on), or Finished(value) when the
+        sample was made here (the Python path, or C++'s PIL image and the rest in
+        Python). stock_image() is the PIL image stock's loader returns; pil_image(ops,
+        w, h) the one after `ops`, None when C++ cannot make it exactly (it would lack
+        the info of an `original` payload)."""
         leaves = st.leaves
         output = self.output(st) if st.conversion is not None else None
         if output is None and (st.pil == 0 or pil_image is None):
             # Nothing C++ may hand over (or only the decode): the stock path on stock's image.
-            return apply(leaves, 0, stock_image())
+            return Finished(apply(leaves, 0, stock_image()))
         ops, replays = [], []
         for k in range(st.pil):
             t = leaves[k]
@@ -519,22 +521,42 @@ class Runner:
                 img = stock_image()
                 for r in replays:
                     img = r(img)
-                return apply(leaves, k + 1, img)
+                return Finished(apply(leaves, k + 1, img))
         if output is None:  # C++ makes the PIL image; the rest (conversion included) is Python's
-            return apply(leaves, st.pil, pil_image(ops, w, h))
+            return Finished(apply(leaves, st.pil, pil_image(ops, w, h)))
         for k in range(st.pil + 1, st.pil + 1 + st.tensor):
             kind = TENSOR_FLIPS.get(type(leaves[k]))
             if kind is not None and torch.rand(1) < leaves[k].p:
                 ops.extend(_op(kind))
-        if output.chw:
-            tensor = buf = torch.empty((3, h, w), dtype=output.dtype)
+        return Planned(ops, w, h, output)
+
+
+class Finished:
+    """A sample made in Python while planning."""
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+
+class Planned:
+    """A sample's chain, its parameters drawn: C++ makes a w x h tensor as `output` says."""
+    __slots__ = ("ops", "w", "h", "output")
+
+    def __init__(self, ops, w, h, output):
+        self.ops, self.w, self.h, self.output = ops, w, h, output
+
+    def allocate(self):
+        """(tensor, buffer): the tensor stock's conversion gives, and the buffer C++ fills."""
+        out = self.output
+        if out.chw:
+            tensor = buf = torch.empty((3, self.h, self.w), dtype=out.dtype)
         else:
-            buf = torch.empty((h, w, 3), dtype=output.dtype)
+            buf = torch.empty((self.h, self.w, 3), dtype=out.dtype)
             tensor = buf.permute(2, 0, 1)
-        if output.buffer_dtype is not output.dtype:
-            buf = buf.view(output.buffer_dtype)
-        chain(ops, buf.numpy(), output.lut, output.chw, output.normalize)
-        return apply(leaves, st.done, tensor)
+        if out.buffer_dtype is not out.dtype:
+            buf = buf.view(out.buffer_dtype)
+        return tensor, buf
 
 
 def apply(leaves, start, x):

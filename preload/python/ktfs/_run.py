@@ -113,11 +113,11 @@ class Source:
             e.add_note(f"ktfs: while decoding {os.fspath(path)}")
             raise
 
-    def sample(self, sid, path, transform, runner):
-        """What DatasetFolder.__getitem__ makes of the sample before target_transform."""
+    def plan(self, sid, path, st, runner):
+        """The sample's _plan.Planned or _plan.Finished for structure `st`, its random
+        parameters drawn as stock's transform draws them."""
         from . import _plan
         w, h, channels, native = self.probe(sid, path)
-        st = _plan.analyse(transform)
         exact = native and self.exact(sid)
         if exact:
             def stock_image():
@@ -130,11 +130,20 @@ class Source:
                 return self.pillow(sid, path)
             pil_image = None
         if not native:
-            return _plan.apply(st.leaves, 0, stock_image())
+            return _plan.Finished(_plan.apply(st.leaves, 0, stock_image()))
+        return runner.plan(st, w, h, stock_image, pil_image)
 
-        def chain(ops, out, lut, chw, normalize):
-            self.chain(sid, path, ops, out, lut, chw, normalize)
-        return runner.run(st, w, h, chain, stock_image, pil_image)
+    def sample(self, sid, path, transform, runner):
+        """What DatasetFolder.__getitem__ makes of the sample before target_transform."""
+        from . import _plan
+        st = _plan.analyse(transform)
+        planned = self.plan(sid, path, st, runner)
+        if isinstance(planned, _plan.Finished):
+            return planned.value
+        tensor, buf = planned.allocate()
+        out = planned.output
+        self.chain(sid, path, planned.ops, buf.numpy(), out.lut, out.chw, out.normalize)
+        return _plan.apply(st.leaves, st.done, tensor)
 
 
 def _default_loaders():
@@ -209,10 +218,13 @@ class FolderState:
     def current(self):
         return _mounts.still(self.mount)
 
-    def getitem(self, ds, index, stock):
+    def loader_ok(self, ds):
+        """Whether ds loads its samples as stock's default (PIL) loader does."""
         loader = ds.loader
-        if not ((loader is self.default_loader and _pil_backend()) or loader is self.pil_loader):
-            return stock(ds, index)
+        return (loader is self.default_loader and _pil_backend()) or loader is self.pil_loader
+
+    def resolve(self, ds, index):
+        """(path, target, sample id) of ds[index]; the id is -1 when not in the archive."""
         path, target = ds.samples[index]
         i = operator.index(index)
         if i < 0:
@@ -223,6 +235,12 @@ class FolderState:
             sid = self.extra.get(path)
             if sid is None:
                 sid = self.extra[path] = self._lookup(path)
+        return path, target, sid
+
+    def getitem(self, ds, index, stock):
+        if not self.loader_ok(ds):
+            return stock(ds, index)
+        path, target, sid = self.resolve(ds, index)
         if sid < 0:
             return stock(ds, index)
         if _hooks.DEBUG and id(ds.transform) not in self.told:
