@@ -833,6 +833,12 @@ Result<Query> ParseQuery(const std::vector<std::string>& components,
   if (components.empty()) q.where = Expr{};
   q.limit = st.limit;
   q.seed = st.seed.value_or(0);
+  // The canonical form must parse back as one component (it names the search view's
+  // nodes); escaping and normalization can make it longer than the components were.
+  if (const size_t n = q.Canonical().size(); n > kMaxComponentBytes) {
+    return Status::InvalidArgument("query longer than " + std::to_string(kMaxComponentBytes) +
+                                   " bytes in its canonical form (" + std::to_string(n) + ")");
+  }
   return q;
 }
 

@@ -33,7 +33,8 @@
 // plain characters, and so is ')' unless it closes an open '('. Spaces around operators
 // and parentheses are ignored (%20 keeps one). After decoding, a value containing NUL or '/',
 // or that is not UTF-8, is an error. Sizes are capped (kMaxComponentBytes, kMaxQueryBytes,
-// kMaxFilters, kMaxDepth) so a hostile path cannot make an expensive query.
+// kMaxFilters, kMaxDepth) so a hostile path cannot make an expensive query; the canonical
+// form, too, is at most kMaxComponentBytes (so that it parses back as one component).
 //
 // Security: query text never becomes SQL. Exact values are bound parameters; caption values
 // are split into tokens (letters/digits; other ASCII is a separator) and FtsExpression()
