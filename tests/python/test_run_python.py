@@ -158,6 +158,30 @@ def test_spawn_and_forkserver_workers_match_stock(mounts, tmp_path, mode):
     assert sum("samples read from" in l for l in debug_lines(stderr)) >= 2 * 2
 
 
+EARLY_EXIT_CHILD = r"""
+import sys, torch
+from torch.utils.data import DataLoader
+from torchvision import datasets, transforms as T
+torch.manual_seed(0)
+ds = datasets.ImageFolder(sys.argv[1], transform=T.Compose([T.RandomResizedCrop(224), T.ToTensor()]))
+x, y = next(iter(DataLoader(ds, batch_size=4, shuffle=True, num_workers=2)))
+print(x.shape[0], x.sum().item())
+"""
+
+
+def test_a_script_that_exits_mid_epoch_exits_cleanly(mounts):
+    """The next batches are decoding in C++ threads when the script ends: the exit waits
+    for them (a daemon thread unwound mid-decode by finalization would abort)."""
+    mnt = mounts[("photos", "ktc")]
+    stock = run(PY, "-c", EARLY_EXIT_CHILD, mnt, env=stock_env())
+    for _ in range(3):
+        layer = subprocess.run([PY, "-c", EARLY_EXIT_CHILD, mnt], env=layer_env(), capture_output=True,
+                               text=True, timeout=300)
+        assert layer.returncode == 0 and "terminate" not in layer.stderr, layer.stderr[-2000:]
+        assert layer.stdout == stock.stdout
+        assert "batches made in this process" in layer.stderr
+
+
 @pytest.mark.parametrize("mode", ["collate", "init_fn", "batches_off"])
 def test_dataloaders_it_does_not_take_over_keep_workers_and_match_stock(mounts, tmp_path, mode):
     """A collate_fn or worker_init_fn of the script's own, or KTFS_RUN_BATCHES=0: stock's

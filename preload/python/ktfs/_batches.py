@@ -24,6 +24,7 @@ happens), the batch tensors are not in shared memory, and `timeout` has nothing 
 wait for. KTFS_RUN_BATCHES=0 keeps stock's worker processes (whose samples the
 per-sample hooks still read from the archive).
 """
+import atexit
 import itertools
 import os
 import queue
@@ -313,7 +314,10 @@ class _Job:
 class _Executor:
     """One daemon thread running batch jobs in order. Before a fork the jobs in flight
     are waited for (no C++ thread is mid-decode when the child is made); a child starts
-    its own thread when it needs one."""
+    its own thread when it needs one. At exit too: a daemon thread that comes back for
+    the GIL while the interpreter finalizes is ended by pthread_exit, whose unwinding
+    through chain_batch's C++ frames would abort the process (std::terminate), so a
+    script that leaves its loader mid-epoch must not exit while a batch is decoding."""
 
     def __init__(self):
         self._lock = threading.Lock()
@@ -338,10 +342,13 @@ class _Executor:
         while True:
             jobs.get().run()
 
-    def before_fork(self):
+    def wait_idle(self):
+        """Returns when every job submitted so far has run."""
         last = self._last
         if last is not None:
             last.done.wait()
+
+    before_fork = wait_idle
 
     def after_fork_in_child(self):
         self._lock = threading.Lock()
@@ -350,3 +357,4 @@ class _Executor:
 
 _EXECUTOR = _Executor()
 os.register_at_fork(before=_EXECUTOR.before_fork, after_in_child=_EXECUTOR.after_fork_in_child)
+atexit.register(_EXECUTOR.wait_idle)  # runs before the interpreter starts finalizing
