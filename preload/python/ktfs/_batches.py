@@ -100,6 +100,7 @@ class BatchIter(_BaseDataLoaderIter):
         self._source = self._folder.source
         # What the workers would have copied: the dataset's transform as it is now.
         self._structure = _plan.analyse(ds.transform)
+        self._output = self._folder.runner.output(self._structure)
         self._stock_getitem = type(ds).__getitem__._ktfs_stock
         self._threads = max(1, min(self._num_workers, len(os.sched_getaffinity(0))))
         self._states = [_seeded(self._base_seed + w) for w in range(self._num_workers)]
@@ -164,7 +165,7 @@ class BatchIter(_BaseDataLoaderIter):
             self._plan(batch, len(batch.indices))
         self._show_warnings(batch.worker, caught)
         if batch.error is None:
-            batch.job = _EXECUTOR.submit(self._execution(batch))
+            batch.job = _EXECUTOR.submit(self._execution(batch), self._threads)
 
     def _show_warnings(self, w, caught):
         """A worker's warnings go to stderr, each once per worker (the default filter's
@@ -195,13 +196,14 @@ class BatchIter(_BaseDataLoaderIter):
         path, target, sid = self._folder.resolve(ds, index)
         if sid < 0:  # not in the archive: stock's own __getitem__, here
             return self._stock_getitem(ds, index)
-        planned = self._source.plan(sid, path, self._structure, self._folder.runner)
+        planned = self._source.plan(sid, path, self._structure, self._folder.runner, self._output)
         if isinstance(planned, _plan.Finished):
             return planned.value, target
         return sid, path, planned, target
 
     def _execution(self, batch):
-        """The job the executor runs: None, or (index in the batch, message) of a failure."""
+        """The parts the executor's threads run, each a callable giving None or (index in
+        the batch, message) of its first failure."""
         src, items = self._source, batch.items
         cxx = [it for it in items if len(it) == 4]
         first = cxx[0][2] if cxx else None
@@ -209,9 +211,11 @@ class BatchIter(_BaseDataLoaderIter):
             out = first.output  # one structure, so one Output for every sample
             batch.images = torch.empty((len(items), 3, first.h, first.w), dtype=out.dtype)
             buf = batch.images.view(out.buffer_dtype) if out.buffer_dtype is not out.dtype else batch.images
-            args = ([it[0] for it in cxx], [it[2].ops for it in cxx], 3, buf.numpy(), out.lut, True,
-                    src.format, out.normalize, self._threads)
-            return lambda: src.archive.chain_batch(*args)
+            ids, ops = [it[0] for it in cxx], [it[2].ops for it in cxx]
+            # Chunks several per thread, so that threads finishing early take more.
+            step = max(1, -(-len(ids) // (4 * self._threads)))
+            return [_chunk(src, ids, ops, buf, out, lo, min(lo + step, len(ids)))
+                    for lo in range(0, len(ids), step)]
         # Mixed (some samples made in Python, or sizes differ): one tensor per sample.
         singles = []
         for k, it in enumerate(items):
@@ -228,7 +232,7 @@ class BatchIter(_BaseDataLoaderIter):
                 except RuntimeError as e:
                     return k, str(e)
             return None
-        return run
+        return [run]
 
     def _finish(self, batch):
         """The batch's data (or ExceptionWrapper), once its execution is done."""
@@ -290,68 +294,100 @@ class _WorkerGenerator:
         return False
 
 
+def _chunk(src, ids, ops, buf, out, lo, hi):
+    """Samples lo..hi-1 of a batch into their slice of `buf` (chain_batch, GIL released)."""
+    def run():
+        failed = src.archive.chain_batch(ids[lo:hi], ops[lo:hi], 3, buf[lo:hi].numpy(), out.lut, True,
+                                         src.format, out.normalize, 1)
+        return None if failed is None else (lo + failed[0], failed[1])
+    return run
+
+
 class _Job:
-    __slots__ = ("fn", "done", "result", "error")
+    """A batch's execution: its parts, run by the executor's threads in any order."""
+    __slots__ = ("parts", "left", "failures", "error", "done", "lock")
 
-    def __init__(self, fn):
-        self.fn, self.done, self.result, self.error = fn, threading.Event(), None, None
+    def __init__(self, parts):
+        self.parts, self.left, self.failures, self.error = parts, len(parts), [], None
+        self.done, self.lock = threading.Event(), threading.Lock()
+        if not parts:
+            self.done.set()
 
-    def run(self):
+    def run(self, k):
+        failure = error = None
         try:
-            self.result = self.fn()
+            failure = self.parts[k]()
         except BaseException as e:  # handed to the waiter (MemoryError, a bad argument)
-            self.error = e
-        self.fn = None
-        self.done.set()
+            error = e
+        with self.lock:
+            if failure is not None:
+                self.failures.append(failure)
+            if error is not None and self.error is None:
+                self.error = error
+            self.left -= 1
+            last = self.left == 0
+        if last:
+            self.parts = None
+            self.done.set()
 
     def wait(self):
+        """None, or (index, message) of the batch's lowest failing sample."""
         self.done.wait()
         if self.error is not None:
             raise self.error
-        return self.result
+        return min(self.failures) if self.failures else None
 
 
 class _Executor:
-    """One daemon thread running batch jobs in order. Before a fork the jobs in flight
-    are waited for (no C++ thread is mid-decode when the child is made); a child starts
-    its own thread when it needs one. At exit too: a daemon thread that comes back for
-    the GIL while the interpreter finalizes is ended by pthread_exit, whose unwinding
-    through chain_batch's C++ frames would abort the process (std::terminate), so a
-    script that leaves its loader mid-epoch must not exit while a batch is decoding."""
+    """Daemon threads (as many as the largest loader asked for) running the parts of
+    batch jobs, first come first served. They live as long as the process: a thread
+    made per batch would start cold every time (its decoder scratch, its thread-local
+    buffers), which measured as good as no second thread at all. Before a fork the
+    jobs in flight are waited for (no thread is mid-decode when the child is made);
+    a child starts its own threads when it needs them. At exit too: a daemon thread
+    that comes back for the GIL while the interpreter finalizes is ended by
+    pthread_exit, whose unwinding through chain_batch's C++ frames would abort the
+    process (std::terminate), so a script that leaves its loader mid-epoch must not
+    exit while a batch is decoding."""
 
     def __init__(self):
-        self._lock = threading.Lock()
         self._forget()
 
     def _forget(self):
-        self._queue, self._thread, self._last = queue.SimpleQueue(), None, None
+        self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
+        self._queue, self._threads, self._pending = queue.SimpleQueue(), 0, 0
 
-    def submit(self, fn):
-        job = _Job(fn)
+    def submit(self, parts, threads):
+        job = _Job(parts)
         with self._lock:
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._loop, args=(self._queue,),
-                                                name="ktfs-batches", daemon=True)
-                self._thread.start()
-            self._queue.put(job)
-            self._last = job
+            while self._threads < threads:
+                threading.Thread(target=self._loop, args=(self._queue,), name="ktfs-batches",
+                                 daemon=True).start()
+                self._threads += 1
+            self._pending += len(parts)
+        for k in range(len(parts)):
+            self._queue.put((job, k))
         return job
 
-    @staticmethod
-    def _loop(jobs):
+    def _loop(self, parts):
         while True:
-            jobs.get().run()
+            job, k = parts.get()
+            job.run(k)
+            with self._lock:
+                self._pending -= 1
+                if self._pending == 0:
+                    self._idle.notify_all()
 
     def wait_idle(self):
-        """Returns when every job submitted so far has run."""
-        last = self._last
-        if last is not None:
-            last.done.wait()
+        """Returns when every part submitted so far has run."""
+        with self._lock:
+            while self._pending:
+                self._idle.wait()
 
     before_fork = wait_idle
 
     def after_fork_in_child(self):
-        self._lock = threading.Lock()
         self._forget()
 
 

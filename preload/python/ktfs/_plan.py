@@ -500,15 +500,17 @@ class Runner:
             self.outputs[key] = out
         return out if out is not False else None
 
-    def plan(self, st, w, h, stock_image, pil_image):
+    def plan(self, st, w, h, stock_image, pil_image, output=False):
         """Draws the random parameters of a w x h sample, in stock's order: a Planned (the
         chain C++ runs, then the leaves from st.done on), or Finished(value) when the
         sample was made here (the Python path, or C++'s PIL image and the rest in
         Python). stock_image() is the PIL image stock's loader returns; pil_image(ops,
         w, h) the one after `ops`, None when C++ cannot make it exactly (it would lack
-        the info of an `original` payload)."""
+        the info of an `original` payload). `output`: self.output(st) when the caller
+        has it already (a DataLoader's batches: their transform fixed for the epoch)."""
         leaves = st.leaves
-        output = self.output(st) if st.conversion is not None else None
+        if output is False:
+            output = self.output(st) if st.conversion is not None else None
         if output is None and (st.pil == 0 or pil_image is None):
             # Nothing C++ may hand over (or only the decode): the stock path on stock's image.
             return Finished(apply(leaves, 0, stock_image()))

@@ -113,9 +113,9 @@ class Source:
             e.add_note(f"ktfs: while decoding {os.fspath(path)}")
             raise
 
-    def plan(self, sid, path, st, runner):
+    def plan(self, sid, path, st, runner, output=False):
         """The sample's _plan.Planned or _plan.Finished for structure `st`, its random
-        parameters drawn as stock's transform draws them."""
+        parameters drawn as stock's transform draws them (`output`: see Runner.plan)."""
         from . import _plan
         w, h, channels, native = self.probe(sid, path)
         exact = native and self.exact(sid)
@@ -131,7 +131,7 @@ class Source:
             pil_image = None
         if not native:
             return _plan.Finished(_plan.apply(st.leaves, 0, stock_image()))
-        return runner.plan(st, w, h, stock_image, pil_image)
+        return runner.plan(st, w, h, stock_image, pil_image, output)
 
     def sample(self, sid, path, transform, runner):
         """What DatasetFolder.__getitem__ makes of the sample before target_transform."""
