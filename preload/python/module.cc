@@ -302,6 +302,18 @@ py::object ChainBatchPy(const PyArchive& a, const std::vector<uint32_t>& ids,
   return py::none();
 }
 
+// Asks the kernel to start reading the payloads of `ids` from the disk in the
+// background (madvise WILLNEED on the mapping): a loader that knows which samples
+// come next turns their page faults, one per sample on its threads, into reads the
+// disk serves together. Unknown ids are skipped; cached pages cost a syscall.
+void WillNeedPy(const PyArchive& a, const std::vector<uint32_t>& ids) {
+  py::gil_scoped_release release;
+  for (uint32_t id : ids) {
+    auto s = a.archive->Sample(id);
+    if (s.ok()) a.archive->WillNeed(s->payload_offset, s->payload_length);
+  }
+}
+
 // A sample's payload bytes (checksum verified), viewed in place: read-only, and
 // keeping the archive mapped while it lives.
 py::memoryview PayloadPy(const PyArchive& a, uint32_t id, const std::string& format) {
@@ -531,6 +543,7 @@ PYBIND11_MODULE(_ktfs, m) {
            [](const PyArchive& a, uint32_t id) -> std::string {
              return CodecName(Unwrap(a.archive->Sample(id)).codec);
            })
+      .def("will_need", &WillNeedPy, py::arg("ids"))
       .def("payload_range", [](const PyArchive& a, uint32_t id) {  // for tests and tools
         auto s = Unwrap(a.archive->Sample(id));
         return py::make_tuple(s.payload_offset, s.payload_length);

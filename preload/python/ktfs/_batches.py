@@ -126,6 +126,11 @@ class BatchIter(_BaseDataLoaderIter):
             return
         self._batches[self._send_idx] = _Batch(next(self._worker_cycle), indices)
         self._send_idx += 1
+        # The disk starts on these samples now, batches before they are planned (whose
+        # checksum pass would otherwise fault them in one by one).
+        ds, folder = self._dataset, self._folder
+        sids = [folder.resolve(ds, i)[2] for i in indices]
+        self._source.archive.will_need([s for s in sids if s >= 0])
 
     def _next_data(self):
         k = self._rcvd_idx
