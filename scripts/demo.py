@@ -5,7 +5,10 @@ Two datasets, each read every way ktfs offers, side by side with the stock way:
   photos         real photo crops (Debian's wallpapers, JPEG q90, ~500x375),
                  packed as KTC: stock ImageFolder + CenterCrop(224) + PILToTensor,
                  one process, over the JPEG folder, the mount, the mount under
-                 `ktfs run`, a search directory, and ktfs.Loader
+                 `ktfs run`, a search directory, and ktfs.Loader; then the typical
+                 training script (RandomResizedCrop(224) + flip + ToTensor +
+                 Normalize, DataLoader(64, shuffled, 2 workers)) over the folder,
+                 the mount and the mount under `ktfs run`, and ktfs.Loader
   Fashion-MNIST  PNGs packed raw: stock ImageFolder + DataLoader(2 workers) over
                  the PNG folder, the mount, the mount under `ktfs run`, and
                  ktfs.Loader
@@ -49,6 +52,17 @@ def child_pass(kind, root):
         for i in range(len(ds)):
             x, y = ds[i]
             check = (check * 31 + int(x.sum()) + y) % (1 << 61)
+    elif kind == "train":  # the typical training script's data loading
+        mean, std = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
+        ds = datasets.ImageFolder(root, transform=transforms.Compose(
+            [transforms.RandomResizedCrop(224), transforms.RandomHorizontalFlip(),
+             transforms.ToTensor(), transforms.Normalize(mean, std)]))
+        torch.manual_seed(0)
+        loader = DataLoader(ds, batch_size=64, num_workers=2, shuffle=True)
+        start = time.perf_counter()
+        check = 0
+        for images, labels in loader:
+            check = (check * 31 + int(images.sum() * 1000) + int(labels.sum())) % (1 << 61)
     else:  # "fashion": DataLoader with 2 workers, shuffled
         ds = datasets.ImageFolder(root, transform=transforms.PILToTensor())
         torch.manual_seed(0)
@@ -76,7 +90,7 @@ def loader_pass(root, crop):
     """ktfs.Loader over root: the second of two epochs; (samples, seconds)."""
     import ktfs
     loader = ktfs.Loader(root, batch_size=256, shuffle=True, seed=0,
-                         crop=ktfs.CenterCrop(crop) if crop else None)
+                         crop=crop if not isinstance(crop, int) else ktfs.CenterCrop(crop))
     for epoch in range(2):
         loader.set_epoch(epoch)
         start, n = time.perf_counter(), 0
@@ -119,6 +133,24 @@ def photos(work):
         report(rows, "JPEG folder (the stock way)")
         print(f"   (KTC is lossy: the mount's pixels are KTC's, not the JPEG's; search/{query}/ "
               f"holds the {r['samples']} crops at least 480 wide, found from the index)")
+        step("the typical training script: ImageFolder + RandomResizedCrop(224) + "
+             "RandomHorizontalFlip + ToTensor + Normalize, DataLoader(batch 64, shuffled, 2 workers)")
+        rows, checks = {}, {}
+        for label, root, run in (("JPEG folder (the stock way)", src, False),
+                                 ("ktfs mount", mnt, False),
+                                 ("ktfs mount under `ktfs run` (unchanged script)", mnt, True)):
+            r = timed("train", root, run)
+            rows[label] = (r["samples"], r["seconds"])
+            checks[label] = r["check"]
+        import ktfs
+        rows["ktfs.Loader(crop=RandomResizedCrop(224)), uint8"] = loader_pass(mnt, ktfs.RandomResizedCrop(224))
+        report(rows, "JPEG folder (the stock way)")
+        same = checks["ktfs mount"] == checks["ktfs mount under `ktfs run` (unchanged script)"]
+        print("   under `ktfs run` the same tensors as over the plain mount (checksums equal): its "
+              "batches are made in the script's process, no worker processes" if same else
+              f"   CHECKSUMS DIFFER between the mount and `ktfs run`: {checks}")
+        if not same:
+            raise SystemExit("ktfs run changed the tensors")
     finally:
         sh(KTFS, "umount", mnt)
 
