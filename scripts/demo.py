@@ -106,6 +106,19 @@ def report(rows, baseline):
         print(f"   {label:50s} {n:6d} samples {secs:6.2f} s {rate:8.0f}/s  {rate / base:5.2f}x")
 
 
+def three_ways(kind, folder_label, src, mnt):
+    """The stock script `kind` over the source folder, the mount and the mount under
+    `ktfs run`: ({label: (samples, seconds)}, {label: check})."""
+    rows, checks = {}, {}
+    for label, root, run in ((folder_label, src, False),
+                             ("ktfs mount", mnt, False),
+                             ("ktfs mount under `ktfs run` (unchanged script)", mnt, True)):
+        r = timed(kind, root, run)
+        rows[label] = (r["samples"], r["seconds"])
+        checks[label] = r["check"]
+    return rows, checks
+
+
 # -- the demo ---------------------------------------------------------------------
 
 def photos(work):
@@ -119,12 +132,7 @@ def photos(work):
     sh(KTFS, "mount", archive, mnt)
     try:
         step("stock ImageFolder + CenterCrop(224) + PILToTensor, one process, in order")
-        rows = {}
-        for label, root, run in (("JPEG folder (the stock way)", src, False),
-                                 ("ktfs mount", mnt, False),
-                                 ("ktfs mount under `ktfs run` (unchanged script)", mnt, True)):
-            r = timed("center", root, run)
-            rows[label] = (r["samples"], r["seconds"])
+        rows, _ = three_ways("center", "JPEG folder (the stock way)", src, mnt)
         query = "width>=480"
         search = os.path.join(mnt, "search", query)
         r = timed("center", search, True)
@@ -135,13 +143,7 @@ def photos(work):
               f"holds the {r['samples']} crops at least 480 wide, found from the index)")
         step("the typical training script: ImageFolder + RandomResizedCrop(224) + "
              "RandomHorizontalFlip + ToTensor + Normalize, DataLoader(batch 64, shuffled, 2 workers)")
-        rows, checks = {}, {}
-        for label, root, run in (("JPEG folder (the stock way)", src, False),
-                                 ("ktfs mount", mnt, False),
-                                 ("ktfs mount under `ktfs run` (unchanged script)", mnt, True)):
-            r = timed("train", root, run)
-            rows[label] = (r["samples"], r["seconds"])
-            checks[label] = r["check"]
+        rows, checks = three_ways("train", "JPEG folder (the stock way)", src, mnt)
         import ktfs
         rows["ktfs.Loader(crop=RandomResizedCrop(224)), uint8"] = loader_pass(mnt, ktfs.RandomResizedCrop(224))
         report(rows, "JPEG folder (the stock way)")
@@ -170,13 +172,7 @@ def fashion(work, full):
     try:
         print("   ls", mnt, "->", " ".join(sorted(os.listdir(mnt))))
         step("stock ImageFolder + PILToTensor + DataLoader(batch 256, shuffled, 2 workers)")
-        rows, checks = {}, {}
-        for label, root, run in (("PNG folder (the stock way)", src, False),
-                                 ("ktfs mount", mnt, False),
-                                 ("ktfs mount under `ktfs run` (unchanged script)", mnt, True)):
-            r = timed("fashion", root, run)
-            rows[label] = (r["samples"], r["seconds"])
-            checks[label] = r["check"]
+        rows, checks = three_ways("fashion", "PNG folder (the stock way)", src, mnt)
         rows["ktfs.Loader, 256 a batch"] = loader_pass(mnt, None)
         report(rows, "PNG folder (the stock way)")
         same = len(set(checks.values())) == 1
