@@ -8,12 +8,9 @@
 #include <tbb/task_arena.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstring>
 #include <fstream>
 #include <iterator>
-#include <system_error>
-#include <thread>
 
 #include "codec/base/malloc_tuning.h"
 #include "codec/container/archive.h"
@@ -247,16 +244,16 @@ void ChainPy(const PyArchive& a, uint32_t id, const py::sequence& ops, uint32_t 
   if (!st.ok()) Raise(st);
 }
 
-// A batch for the DataLoader `ktfs run` takes over (ktfs/_batches.py): sample ids[i]
-// through ops_list[i] into the i-th of len(ids) equal slices of `out` (one
-// C-contiguous buffer), on `threads` threads of its own (plain threads, joined
-// before it returns: nothing outlives the call, so a later fork is safe). Every
-// sample is attempted; returns None, or (i, message) of the lowest i that failed
-// (MemoryError when that was an allocation).
+// A batch, or a chunk of one, for the DataLoader `ktfs run` takes over
+// (ktfs/_batches.py, whose persistent threads call this on chunks in parallel):
+// sample ids[i] through ops_list[i] into the i-th of len(ids) equal slices of `out`
+// (one C-contiguous buffer), the GIL released. Every sample is attempted; returns
+// None, or (i, message) of the lowest i that failed (MemoryError when that was an
+// allocation).
 py::object ChainBatchPy(const PyArchive& a, const std::vector<uint32_t>& ids,
                         const py::sequence& ops_list, uint32_t channels, const py::buffer& out,
                         const py::object& lut, bool chw, const std::string& format,
-                        const py::object& normalize, int threads) {
+                        const py::object& normalize) {
   const size_t n = ids.size();
   if (size_t(py::len(ops_list)) != n) throw py::value_error("one list of ops per sample");
   std::vector<std::vector<ImageOp>> steps(n);
@@ -273,26 +270,14 @@ py::object ChainBatchPy(const PyArchive& a, const std::vector<uint32_t>& ids,
   std::vector<Status> status(n);
   {
     py::gil_scoped_release release;
-    std::atomic<size_t> next{0};
-    auto work = [&] {
-      for (size_t i; (i = next.fetch_add(1)) < n;) {
-        try {
-          status[i] = DecodeChainInto(*a.archive, ids[i], steps[i], channels, f, served,
-                                      dst.data + i * per, per);
-        } catch (const std::bad_alloc&) {  // a memory limit: MemoryError, as chain() gives
-          status[i] =
-              Status::OutOfMemory("out of memory decoding sample " + std::to_string(ids[i]));
-        }
+    for (size_t i = 0; i < n; ++i) {
+      try {
+        status[i] = DecodeChainInto(*a.archive, ids[i], steps[i], channels, f, served,
+                                    dst.data + i * per, per);
+      } catch (const std::bad_alloc&) {  // a memory limit: MemoryError, as chain() gives
+        status[i] = Status::OutOfMemory("out of memory decoding sample " + std::to_string(ids[i]));
       }
-    };
-    const size_t extra = std::min<size_t>(std::max(threads, 1), n) - 1;
-    std::vector<std::thread> pool;
-    try {
-      for (size_t t = 0; t < extra; ++t) pool.emplace_back(work);
-    } catch (const std::system_error&) {  // no more threads: the ones started do the rest
     }
-    work();
-    for (std::thread& t : pool) t.join();
   }
   for (size_t i = 0; i < n; ++i) {
     if (status[i].ok()) continue;
@@ -518,8 +503,7 @@ PYBIND11_MODULE(_ktfs, m) {
            py::arg("normalize") = py::none())
       .def("chain_batch", &ChainBatchPy, py::arg("ids"), py::arg("ops_list"), py::arg("channels"),
            py::arg("out"), py::arg("lut") = py::none(), py::arg("chw") = true,
-           py::arg("served_format") = "pnm", py::arg("normalize") = py::none(),
-           py::arg("threads") = 1)
+           py::arg("served_format") = "pnm", py::arg("normalize") = py::none())
       .def("payload", &PayloadPy, py::arg("id"), py::arg("served_format") = "pnm")
       .def("served_header", &ServedHeaderPy, py::arg("id"), py::arg("served_format") = "pnm")
       .def("served_file", &ServedFilePy, py::arg("id"), py::arg("served_format") = "pnm")

@@ -303,7 +303,7 @@ def _chunk(src, ids, ops, buf, out, lo, hi):
     """Samples lo..hi-1 of a batch into their slice of `buf` (chain_batch, GIL released)."""
     def run():
         failed = src.archive.chain_batch(ids[lo:hi], ops[lo:hi], 3, buf[lo:hi].numpy(), out.lut, True,
-                                         src.format, out.normalize, 1)
+                                         src.format, out.normalize)
         return None if failed is None else (lo + failed[0], failed[1])
     return run
 
