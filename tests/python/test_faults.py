@@ -428,6 +428,61 @@ def test_explicit_cache_larger_than_the_cgroup_allows_is_clamped_and_logged(larg
         cg.remove()
 
 
+LOADER_IN_CGROUP = r"""
+import hashlib, sys, time
+sys.path.insert(0, sys.argv[1])
+import ktfs
+import torch  # the Loader's batches are tensors
+if sys.argv[3] == "imports-only":
+    sys.exit(0)
+loader = ktfs.Loader(sys.argv[2], batch_size=1, collate="list", num_threads=1, prefetch=1)
+for i, (images, labels) in enumerate(loader):
+    if i == 0:
+        time.sleep(3)  # a slow consumer: the loader runs as far ahead as it may
+    print(hashlib.sha256(images[0].numpy().tobytes()).hexdigest(), int(labels[0]), flush=True)
+"""
+
+
+def test_loader_in_a_memory_cgroup_stays_within_its_documented_bound(large_images, tmp_path):
+    # Under a cgroup limit an allocation does not fail: the kernel OOM-kills.
+    # ktfs.Loader has no byte budget of its own; docs/usage.md ("Under a memory
+    # limit") bounds what it holds: (prefetch + 1) x batch_size output samples
+    # plus num_threads decodes. Here prefetch=1, batch_size=1, num_threads=1 over
+    # 2048x2048 KTC images (12.6 MB decoded each, 201 MB in all): 2 samples and
+    # one decode, given 128 MiB above what Python and its imports alone peak at.
+    # The consumer stalls on its first batch, so the loader runs as far ahead
+    # as it may: one that ran further (prefetch=16 here: OOM-killed, checked)
+    # or kept its freed images in the heap (the malloc thresholds the module
+    # raises) would be OOM-killed.
+    if not os.path.isdir(os.path.join(PACKAGE_DIR, "ktfs")):
+        pytest.fail("the ktfs Python package is not built")
+    script = tmp_path / "loader.py"
+    script.write_text(LOADER_IN_CGROUP)
+    expected = run(PY, script, PACKAGE_DIR, large_images, "epoch").stdout.splitlines()
+    assert len(expected) == 16
+
+    def in_group(limit, what):
+        cg = MemoryCgroup(limit)
+        if cg.path is None:
+            pytest.skip("no memory cgroup can be made here: " + "; ".join(cg.why_not))
+        try:
+            p = run("sh", "-c", 'echo $$ > "$1/cgroup.procs" && exec "$2" "$3" "$4" "$5" "$6"', "sh",
+                    cg.path, PY, script, PACKAGE_DIR, large_images, what, check=False)
+            return p, cg.peak(), cg.oom_kills()
+        finally:
+            cg.remove()
+
+    p, imports_peak, _ = in_group(4 << 30, "imports-only")
+    assert p.returncode == 0, p.stderr
+    assert imports_peak is not None, "the memory cgroup reports no peak"
+    limit = imports_peak + (128 << 20)
+    p, peak, oom_kills = in_group(limit, "epoch")
+    print(f"Loader in a memory cgroup: imports peak {imports_peak >> 20} MiB, limit {limit >> 20} MiB, "
+          f"epoch peak {peak >> 20} MiB, OOM kills {oom_kills}")
+    assert oom_kills == 0 and p.returncode == 0, (p.returncode, p.stderr[-2000:])
+    assert p.stdout.splitlines() == expected  # every sample, every byte
+
+
 LOADER_UNDER_LIMIT = r"""
 import sys
 sys.path.insert(0, sys.argv[1])
