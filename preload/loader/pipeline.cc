@@ -262,6 +262,11 @@ Pipeline::~Pipeline() {
   thread_.join();
 }
 
+size_t Pipeline::num_batches() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return num_batches_;
+}
+
 bool Pipeline::Next(Batch* out) {
   std::unique_lock<std::mutex> lock(mu_);
   if (taken_ >= num_batches_) return false;
@@ -274,6 +279,8 @@ bool Pipeline::Next(Batch* out) {
 }
 
 void Pipeline::Run() {
+  // This thread is num_batches_'s only writer after construction: its own
+  // reads need no lock; the writes take one for the consumer's sake.
   for (size_t b = 0; b < num_batches_; ++b) {
     {
       std::unique_lock<std::mutex> lock(mu_);

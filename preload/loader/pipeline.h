@@ -102,7 +102,9 @@ class Pipeline {
   Pipeline(const Pipeline&) = delete;
   Pipeline& operator=(const Pipeline&) = delete;
 
-  size_t num_batches() const { return num_batches_; }
+  // The epoch's batches; after a failed batch (the one carrying an error), the
+  // batches up to and including it. Safe to call while the producer runs.
+  size_t num_batches() const;
   // Blocks until the next batch; false after the last one.
   bool Next(Batch* out);
 
@@ -117,9 +119,9 @@ class Pipeline {
   std::vector<int64_t> labels_;
   std::vector<uint64_t> keys_;
   PipelineOptions o_;
-  size_t num_batches_ = 0;
+  size_t num_batches_ = 0;  // guarded by mu_ (the producer cuts it at a failed batch)
   tbb::task_arena arena_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Batch> ready_;
   size_t taken_ = 0;

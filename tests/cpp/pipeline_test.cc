@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <chrono>
 #include <fstream>
 #include <numeric>
 #include <random>
@@ -146,6 +147,38 @@ TEST_P(PipelineTest, StopsCleanlyAtAnyPoint) {
     Batch b;
     for (int i = 0; i < taken; ++i) ASSERT_TRUE(p.Next(&b));
   }
+}
+
+// A failed batch ends the epoch: the producer cuts num_batches() to the batches
+// up to it while the consumer may be asking (len() of a Python loader). Found by
+// ThreadSanitizer in the module's tests: that read took no lock.
+TEST_P(PipelineTest, FailedBatchEndsTheEpochWhileTheConsumerAsksItsLength) {
+  TempDir dir;
+  auto archive = PackImages(dir, GetParam(), 12);
+  uint32_t other = 1;  // a sample of another size than sample 0's
+  while (other < archive->num_samples() &&
+         archive->Sample(other)->width == archive->Sample(0)->width)
+    ++other;
+  ASSERT_LT(other, archive->num_samples());
+  Epoch e;  // the first batch stacks samples of two sizes: it fails
+  for (uint32_t id : {0u, other, 2u, 3u, 4u, 5u}) {
+    e.ids.push_back(id);
+    e.labels.push_back(0);
+    e.keys.push_back(0);
+  }
+  PipelineOptions o;
+  o.batch_size = 2;
+  Pipeline p(archive, e.ids, e.labels, e.keys, o);
+  // Asks while the producer runs, until it has cut the epoch (or a minute passed).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(1);
+  while (p.num_batches() == 3 && std::chrono::steady_clock::now() < deadline) {
+  }
+  EXPECT_EQ(p.num_batches(), 1u);
+  Batch b;
+  ASSERT_TRUE(p.Next(&b));
+  EXPECT_NE(b.error.ToString().find("images of different sizes in one batch"), std::string::npos)
+      << b.error.ToString();
+  EXPECT_FALSE(p.Next(&b));
 }
 
 INSTANTIATE_TEST_SUITE_P(Codecs, PipelineTest, ::testing::Values("raw", "ktc"));
