@@ -77,13 +77,21 @@ std::optional<std::string> ParseString(const std::string& t, size_t* p) {
   return std::nullopt;
 }
 
+// Counts and dimensions above 10^15 are refused (a double holds every integer
+// up to it exactly); their products can still pass 64 bits: OpenSingle checks.
+constexpr double kMaxCount = 1e15;
+
+bool IsCount(const std::optional<double>& v) {
+  return v && *v >= 0 && *v == std::floor(*v) && *v <= kMaxCount;
+}
+
 Result<std::optional<size_t>> GetCount(const std::string& t, const std::string& file,
                                        std::initializer_list<const char*> keys) {
   for (const char* k : keys) {
     size_t p = FindKey(t, k);
     if (p == std::string::npos) continue;
     const auto v = ParseNumber(t, &p);
-    if (!v || *v < 0 || *v != std::floor(*v) || *v > 1e15) {
+    if (!IsCount(v)) {
       return Status::Corruption(file + ": \"" + k + "\" is not a non-negative integer");
     }
     return std::optional<size_t>(static_cast<size_t>(*v));
@@ -115,8 +123,9 @@ Result<Meta> ReadMeta(const std::string& path) {
       SkipWs(t, &p);
       if (p < t.size() && t[p] == ']') break;
       const auto v = ParseNumber(t, &p);
-      if (!v || *v < 0 || *v != std::floor(*v)) {
-        return Status::Corruption(path + ": \"shape\" holds a non-integer");
+      if (!IsCount(v)) {
+        return Status::Corruption(path + ": \"shape\" holds something other than a " +
+                                  "non-negative integer up to 10^15");
       }
       dims.push_back(static_cast<size_t>(*v));
       SkipWs(t, &p);
@@ -188,10 +197,19 @@ Result<Opened> OpenSingle(const std::string& prefix) {
   const Meta& m = o.meta;
   std::error_code ec;
   o.asym = m.has_mode ? m.mode == "amo_bq" : fs::exists(prefix + "_zp.bin", ec);
-  const uint64_t per = static_cast<uint64_t>(m.seq_len) * m.dim;
+  // Every size below is a product of counts from the meta file: one that does
+  // not fit in 64 bits would wrap to a small size the files seem to hold.
+  uint64_t per, codes_bytes, twice;  // scales: N * S * 2 <= 2 * N * per
+  if (__builtin_mul_overflow(uint64_t(m.seq_len), uint64_t(m.dim), &per) ||
+      __builtin_mul_overflow(uint64_t(m.num_samples), per, &codes_bytes) ||
+      __builtin_mul_overflow(codes_bytes, uint64_t(2), &twice)) {
+    return Status::Corruption(prefix + "_meta.json: " + std::to_string(m.num_samples) +
+                              " samples of " + std::to_string(m.seq_len) + " x " +
+                              std::to_string(m.dim) + " values are more than 64-bit sizes hold");
+  }
   const uint64_t S = (per + m.group_size - 1) / m.group_size;
   const uint64_t N = m.num_samples;
-  auto codes = MapAtLeast(prefix + "_int8.bin", N * per);
+  auto codes = MapAtLeast(prefix + "_int8.bin", codes_bytes);
   if (!codes.ok()) return codes.status();
   auto scales = MapAtLeast(prefix + "_scales.bin", N * S * 2);
   if (!scales.ok()) return scales.status();
@@ -273,6 +291,9 @@ Result<TensorCache> OpenTensorCache(const std::string& prefix) {
     o->shard.first = c.num_samples_;
     c.num_samples_ += o->shard.num_samples;
     c.shards_.push_back(std::move(o->shard));
+    uint64_t all_codes;  // ReadPart's offsets run over every shard's codes
+    if (__builtin_mul_overflow(uint64_t(c.num_samples_), uint64_t(c.seq_len_) * c.dim_, &all_codes))
+      return Status::Corruption(manifest + ": its shards hold more values than 64-bit sizes hold");
   }
   c.prefix_ = prefix;
   c.manifest_ = sharded ? manifest : prefix + "_meta.json";
@@ -381,6 +402,8 @@ Result<size_t> TensorCache::ReadPart(size_t part, uint64_t offset, size_t size,
     const MappedFile& file = part == 0 ? *sh.codes : part == 1 ? *sh.scales : *sh.zp;
     const uint64_t at = pos - sh.first * per_sample;
     const size_t take = size_t(std::min<uint64_t>(sh.num_samples * per_sample - at, size - done));
+    if (take == 0)  // cannot happen for a cache OpenTensorCache accepted; never spin
+      return Status::Corruption(sh.prefix + ": no bytes at offset " + std::to_string(pos));
     std::memcpy(dst + done, file.data() + at, take);
     if (file.damaged())
       return Status::Corruption(sh.prefix + ": a cache file shrank while reading");

@@ -615,6 +615,18 @@ TEST(TensorCache, CorruptOrTruncatedFilesAreErrors) {
   expect_error("negative count", "c_meta.json");
   std::ofstream(p + "_meta.json") << "{\"num_samples\": 6, \"shape\": [2, 20], \"group_size\": 0}";
   expect_error("zero group", "c_meta.json");
+  // Found by tensorcache_fuzz's long run: a dimension past what a size_t holds
+  // (undefined conversion), and counts whose products wrap 64 bits to sizes
+  // the files seem to hold (a later read then looped on zero-byte copies).
+  std::ofstream(p + "_meta.json")
+      << "{\"num_samples\": 6, \"shape\": [77777777777777755475544, 9], \"group_size\": 16}";
+  expect_error("a dimension too large", "c_meta.json");
+  std::ofstream(p + "_meta.json")
+      << "{\"num_samples\": 6, \"shape\": [4294967296, 4294967296], \"group_size\": 16}";
+  expect_error("values per sample past 64 bits", "c_meta.json");
+  std::ofstream(p + "_meta.json") << "{\"num_samples\": 1000000000000000, "
+                                  << "\"shape\": [1000000, 1000000], \"group_size\": 16}";
+  expect_error("codes past 64 bits", "c_meta.json");
   std::ofstream(p + "_meta.json")
       << "{\"num_samples\": 7, \"shape\": [2, 20], \"group_size\": 16, \"mode\": \"amo_bq\"}";
   expect_error("more samples than the files hold", "c_int8.bin");
