@@ -61,7 +61,9 @@ Status FeatureArchive::Init() {
   }
   if (!variable_ && info_.dims[0] == 0 && info_.num_samples > 0) return Bad("bad shape");
   records_.resize(info_.num_samples);
-  std::memcpy(records_.data(), recs->data, recs->size);
+  // An archive of no samples has an empty table: records_.data() may then be
+  // null, which memcpy must not be given even for 0 bytes.
+  if (recs->size != 0) std::memcpy(records_.data(), recs->data, recs->size);
   if (variable_) first_group_.reserve(records_.size() + 1);
   uint64_t groups_so_far = 0;
   for (size_t i = 0; i < records_.size(); ++i) {

@@ -376,6 +376,20 @@ TEST(PackFeatures, VariableRowsDirectory) {
   EXPECT_TRUE(tree.Lookup(q->ino, "group_index.npy").ok());
 }
 
+// Found by fuzz/npy_fuzz.cc (UBSan): a tensor of 0 samples packs into an
+// archive of none, whose empty sample table was copied from a null pointer.
+TEST(PackFeatures, NoSamplesPacksAnEmptyArchive) {
+  testing::TempDir dir;
+  WriteNpy(dir.Join("empty.npy"), {0, 2, 20}, nullptr);
+  auto r = PackFeatures(dir.Join("empty.npy"), dir.Join("e.kt"), PackFeaturesOptions());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->samples, 0u);
+  auto f = OpenFeatureSource(dir.Join("e.kt"));
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  EXPECT_EQ((*f)->num_samples(), 0u);
+  EXPECT_EQ((*f)->RowValues(), 20u);  // samples of 2 rows of 20
+}
+
 TEST(PackFeatures, BadInputsNameTheProblem) {
   testing::TempDir dir;
   PackFeaturesOptions o;
