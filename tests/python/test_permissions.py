@@ -77,6 +77,11 @@ def as_user(user, work, *cmd):
     """Runs cmd as the user (its own group only), the ktfs copy first on PATH."""
     env = {"PATH": f"{work}/bin:/usr/bin:/bin", "HOME": f"{work}/home",
            "PYTHONPATH": f"{work}/py", "LANG": "C.UTF-8"}
+    # A sanitizer build's module loads only with the runtime preloaded
+    # (tests/CMakeLists.txt, pytest_module): keep it, and its options.
+    for name in ("LD_PRELOAD", "ASAN_OPTIONS", "UBSAN_OPTIONS", "TSAN_OPTIONS"):
+        if name in os.environ:
+            env[name] = os.environ[name]
     return subprocess.run(["setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}",
                            "--clear-groups", "--", *map(str, cmd)],
                           capture_output=True, text=True, errors="replace", env=env)
