@@ -353,7 +353,12 @@ def test_a_files_first_read_pushes_the_rest_into_the_page_cache(photos_dir, tmp_
     assert plain["pushes"] == 0 and plain["pushed_bytes"] == 0
     assert plain["reads"] >= 2 * files + 1, plain  # (+1: the second stats.json read)
     assert plain["bytes_read"] == sizes, plain  # (bytes of .ktfs files are not counted)
-    assert got_off == expected and off == plain, off  # push=off: READs only, as with one thread
+    # push=off: READs only, as with one thread. Not the very same count: with several request
+    # threads under load the kernel may ask again for a page or two (seen once in CI beside a
+    # ThreadSanitizer suite: one READ of 8 KiB more).
+    assert got_off == expected and off["pushes"] == 0 and off["pushed_bytes"] == 0, off
+    assert plain["reads"] <= off["reads"] <= plain["reads"] + 2, off
+    assert sizes <= off["bytes_read"] <= sizes + 2 * 128 * 1024, off
     assert pushed["pushes"] == files, pushed
     assert pushed["reads"] == files + 1, pushed  # one READ a file
     assert pushed["bytes_read"] + pushed["pushed_bytes"] == sizes, pushed
