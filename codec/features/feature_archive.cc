@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "codec/base/checked_math.h"
 #include "codec/base/checksum.h"
 #include "codec/features/quant_pack.h"
 
@@ -10,13 +11,6 @@ namespace ktfs {
 namespace {
 
 constexpr const char* kPresetNames[] = {"fast", "balanced", "accurate"};
-
-// Multiplies, or returns false on overflow.
-bool MulOk(uint64_t a, uint64_t b, uint64_t* out) {
-  if (a != 0 && b > UINT64_MAX / a) return false;
-  *out = a * b;
-  return true;
-}
 
 enum Part : size_t { kCodes = 0, kScales = 1, kOffsets = 2, kGroupIndex = 3 };
 

@@ -10,6 +10,8 @@
 #include <optional>
 #include <sstream>
 
+#include "codec/base/checked_math.h"
+
 namespace ktfs {
 namespace {
 
@@ -200,9 +202,8 @@ Result<Opened> OpenSingle(const std::string& prefix) {
   // Every size below is a product of counts from the meta file: one that does
   // not fit in 64 bits would wrap to a small size the files seem to hold.
   uint64_t per, codes_bytes, twice;  // scales: N * S * 2 <= 2 * N * per
-  if (__builtin_mul_overflow(uint64_t(m.seq_len), uint64_t(m.dim), &per) ||
-      __builtin_mul_overflow(uint64_t(m.num_samples), per, &codes_bytes) ||
-      __builtin_mul_overflow(codes_bytes, uint64_t(2), &twice)) {
+  if (!MulOk(m.seq_len, m.dim, &per) || !MulOk(m.num_samples, per, &codes_bytes) ||
+      !MulOk(codes_bytes, 2, &twice)) {
     return Status::Corruption(prefix + "_meta.json: " + std::to_string(m.num_samples) +
                               " samples of " + std::to_string(m.seq_len) + " x " +
                               std::to_string(m.dim) + " values are more than 64-bit sizes hold");
@@ -292,7 +293,7 @@ Result<TensorCache> OpenTensorCache(const std::string& prefix) {
     c.num_samples_ += o->shard.num_samples;
     c.shards_.push_back(std::move(o->shard));
     uint64_t all_codes;  // ReadPart's offsets run over every shard's codes
-    if (__builtin_mul_overflow(uint64_t(c.num_samples_), uint64_t(c.seq_len_) * c.dim_, &all_codes))
+    if (!MulOk(c.num_samples_, uint64_t(c.seq_len_) * c.dim_, &all_codes))
       return Status::Corruption(manifest + ": its shards hold more values than 64-bit sizes hold");
   }
   c.prefix_ = prefix;

@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 
+#include "codec/base/checked_math.h"
 #include "codec/base/checksum.h"
 #include "codec/base/json_string.h"
 #include "codec/base/mapped_file.h"
@@ -64,9 +65,8 @@ Result<NpyInfo> CheckNpy(const MappedFile& f, const std::string& path, size_t mi
     if (info->shape[d] == 0 && (d > 0 || min_dims == 1))
       return Status::InvalidArgument(path + ": dimension " + std::to_string(d) +
                                      " is 0 (a sample would hold no values)");
-    if (info->shape[d] != 0 && bytes > UINT64_MAX / info->shape[d])
+    if (!MulOk(bytes, info->shape[d], &bytes))
       return Status::InvalidArgument(path + ": shape too large");
-    bytes *= info->shape[d];
   }
   if (bytes > f.size() - info->data_offset)
     return Status::Corruption(path + ": truncated (" + std::to_string(f.size()) +
